@@ -1,0 +1,634 @@
+//! The experiment file: serde types with defaults, `--set` overrides, and validation.
+//!
+//! These types are the documentation of the file format: every field says what it does, what
+//! it defaults to and what values are accepted. Errors name the file, the field's path (e.g.
+//! `federation.clients_per_round`) and what was expected.
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::backend::BackendKind;
+use crate::data::Normalization;
+use crate::model::ModelKind;
+
+/// A whole experiment: data, model, federation, local training and evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentConfig {
+    /// Short name; the run folder is `runs/<name>-<timestamp>`. Letters, digits, `-`, `_`, `.`.
+    pub name: String,
+    /// The experiment seed; every random choice derives from it. Default 0.
+    #[serde(default)]
+    pub seed: u64,
+    /// Where the data set lives.
+    pub data: DataConfig,
+    /// How the training set is split among clients. Default: balanced IID.
+    #[serde(default)]
+    pub partition: PartitionConfig,
+    /// The architecture: `"mlp"` or `"cnn"`.
+    pub model: ModelKind,
+    /// Clients, sampling and rounds.
+    pub federation: FederationConfig,
+    /// Local training on each sampled client.
+    pub client: ClientConfig,
+    /// How the server turns client updates into the next global model.
+    #[serde(default)]
+    pub strategy: StrategyConfig,
+    /// Evaluation of the global model on the test set.
+    #[serde(default)]
+    pub eval: EvalConfig,
+    /// The burn backend that trains: `"flex"` (default), `"ndarray"` or `"wgpu"`.
+    #[serde(default)]
+    pub backend: BackendKind,
+    /// Failures to inject into client training, to exercise error handling. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultConfig>,
+}
+
+/// The data set and where its files are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataConfig {
+    /// Which data set: `"mnist"`.
+    pub dataset: DatasetKind,
+    /// Folder holding the data set's files; relative paths are resolved against the
+    /// experiment file's folder.
+    pub dir: PathBuf,
+    /// Pixel scaling: `"unit"` (to `[0, 1]`, the default) or `"standard"` (then zero mean,
+    /// unit variance over the training set).
+    #[serde(default)]
+    pub normalize: Normalization,
+}
+
+/// Data sets fedsim can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetKind {
+    /// MNIST's four IDX files (raw or `.gz`), as embedded in `datasets/mnist/`.
+    Mnist,
+}
+
+/// How the training set is split among clients. Written either with a `scheme`
+/// (`{"scheme": "dirichlet", "alpha": 0.5}`) or as a saved partition (`{"file": "p.json"}`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(try_from = "RawPartition", into = "RawPartition")]
+pub enum PartitionConfig {
+    /// Shuffle and deal out equal parts.
+    #[default]
+    Iid,
+    /// Label skew: each class is split among clients by shares drawn from Dir(`alpha`);
+    /// redrawn until every client has at least `min_size` samples.
+    Dirichlet {
+        /// Concentration; small values (0.1) give a few classes per client, large (100) near IID.
+        alpha: f64,
+        /// Smallest acceptable client (default 10 samples).
+        min_size: usize,
+    },
+    /// The FedAvg paper's split: sort by label, cut into `num_shards` equal shards, give each
+    /// client `num_shards / num_clients` of them.
+    Shards {
+        /// Number of shards; a multiple of `federation.num_clients`.
+        num_shards: usize,
+    },
+    /// A partition file written by an earlier run (`partition.json`).
+    File {
+        /// Path of the file; relative paths are resolved against the experiment file's folder.
+        file: PathBuf,
+    },
+}
+
+/// The default smallest client for the Dirichlet scheme.
+const DEFAULT_MIN_SIZE: usize = 10;
+
+/// The partition object as written in the file, before its fields are checked together.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPartition {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scheme: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alpha: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_size: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num_shards: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<PathBuf>,
+}
+
+impl TryFrom<RawPartition> for PartitionConfig {
+    type Error = String;
+
+    fn try_from(raw: RawPartition) -> Result<Self, String> {
+        let scheme = match (&raw.scheme, &raw.file) {
+            (Some(_), Some(_)) => {
+                return Err("give either `scheme` or `file`, not both".to_string());
+            }
+            (None, Some(_)) => "file",
+            (Some(scheme), None) => scheme.as_str(),
+            (None, None) => {
+                return Err(
+                    "expected `scheme` (\"iid\", \"dirichlet\", \"shards\") or `file`".to_string(),
+                );
+            }
+        };
+        let allowed: &[&str] = match scheme {
+            "iid" => &[],
+            "dirichlet" => &["alpha", "min_size"],
+            "shards" => &["num_shards"],
+            "file" => &["file"],
+            other => {
+                return Err(format!(
+                    "unknown scheme {other:?}; expected \"iid\", \"dirichlet\" or \"shards\""
+                ));
+            }
+        };
+        let present = [
+            ("alpha", raw.alpha.is_some()),
+            ("min_size", raw.min_size.is_some()),
+            ("num_shards", raw.num_shards.is_some()),
+            ("file", raw.file.is_some()),
+        ];
+        if let Some((field, _)) = present
+            .iter()
+            .find(|(field, set)| *set && !allowed.contains(field))
+        {
+            return Err(format!("`{field}` does not apply to scheme {scheme:?}"));
+        }
+        fn required<T>(value: Option<T>, scheme: &str, field: &str) -> Result<T, String> {
+            value.ok_or_else(|| format!("scheme {scheme:?} needs `{field}`"))
+        }
+        Ok(match scheme {
+            "iid" => PartitionConfig::Iid,
+            "dirichlet" => PartitionConfig::Dirichlet {
+                alpha: required(raw.alpha, scheme, "alpha")?,
+                min_size: raw.min_size.unwrap_or(DEFAULT_MIN_SIZE),
+            },
+            "shards" => PartitionConfig::Shards {
+                num_shards: required(raw.num_shards, scheme, "num_shards")?,
+            },
+            _ => PartitionConfig::File {
+                file: required(raw.file, scheme, "file")?,
+            },
+        })
+    }
+}
+
+impl From<PartitionConfig> for RawPartition {
+    fn from(config: PartitionConfig) -> Self {
+        let scheme = |name: &str| Some(name.to_string());
+        match config {
+            PartitionConfig::Iid => RawPartition {
+                scheme: scheme("iid"),
+                ..Default::default()
+            },
+            PartitionConfig::Dirichlet { alpha, min_size } => RawPartition {
+                scheme: scheme("dirichlet"),
+                alpha: Some(alpha),
+                min_size: Some(min_size),
+                ..Default::default()
+            },
+            PartitionConfig::Shards { num_shards } => RawPartition {
+                scheme: scheme("shards"),
+                num_shards: Some(num_shards),
+                ..Default::default()
+            },
+            PartitionConfig::File { file } => RawPartition {
+                file: Some(file),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// Who takes part, and for how long.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FederationConfig {
+    /// Number of clients the training set is split among.
+    pub num_clients: usize,
+    /// Clients the server samples (without replacement) each round; at most `num_clients`.
+    pub clients_per_round: usize,
+    /// Number of communication rounds.
+    pub rounds: u32,
+    /// Worker threads that train clients in parallel. Results do not depend on it.
+    /// Default: the number of cores.
+    #[serde(default = "default_parallels")]
+    pub num_parallels: usize,
+}
+
+fn default_parallels() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Local training: plain SGD, as in the FedAvg paper, with optional momentum and weight decay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    /// Passes over the client's data per round. Default 1.
+    #[serde(default = "one")]
+    pub epochs: u32,
+    /// Samples per SGD step; a client's last batch may be smaller. Default 32.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// Learning rate; greater than 0.
+    pub lr: f64,
+    /// Momentum factor in `[0, 1)` (PyTorch's convention, no dampening). Default 0.
+    #[serde(default)]
+    pub momentum: f64,
+    /// L2 penalty added to the gradient; at least 0. Default 0.
+    #[serde(default)]
+    pub weight_decay: f64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_batch_size() -> usize {
+    32
+}
+
+/// The server's aggregation rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StrategyConfig {
+    /// Strategy name: `"fedavg"` (the default).
+    pub name: StrategyKind,
+}
+
+/// Aggregation strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StrategyKind {
+    /// Sample-weighted mean of the client models (McMahan et al., 2017).
+    #[default]
+    FedAvg,
+}
+
+/// Evaluation of the global model on the test set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Evaluate after every `every` rounds, and always after the last. Default 1.
+    #[serde(default = "one")]
+    pub every: u32,
+    /// Test samples per forward pass. Default 1000.
+    #[serde(default = "default_eval_batch")]
+    pub batch_size: usize,
+}
+
+fn default_eval_batch() -> usize {
+    1000
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self {
+            every: one(),
+            batch_size: default_eval_batch(),
+        }
+    }
+}
+
+/// One injected client failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultConfig {
+    /// Round in which the client fails (from 1).
+    pub round: u32,
+    /// Client id that fails.
+    pub client: usize,
+    /// `"panic"` (the training code panics) or `"error"` (it returns an error).
+    pub kind: FaultKind,
+}
+
+/// How an injected failure shows itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultKind {
+    /// The client's training code panics.
+    Panic,
+    /// The client's training returns an error.
+    Error,
+}
+
+/// One problem with an experiment file: where, and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// Dotted path of the field (`client.lr`), or `.` for the whole file.
+    pub path: String,
+    /// What is wrong and what is accepted.
+    pub message: String,
+}
+
+/// Why an experiment file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read experiment file {path}: {source}")]
+    Io {
+        /// The experiment file.
+        path: PathBuf,
+        /// Why the operating system refused.
+        source: std::io::Error,
+    },
+    /// A `--set` argument is not `path.to.field=value`.
+    #[error("--set {0:?}: expected path.to.field=value")]
+    BadOverride(String),
+    /// The file (after overrides) has problems with the listed fields.
+    #[error("{}", Invalid { path, errors })]
+    Invalid {
+        /// The experiment file.
+        path: PathBuf,
+        /// Every problem found.
+        errors: Vec<FieldError>,
+    },
+}
+
+/// Display helper listing each field error on its own line.
+struct Invalid<'a> {
+    path: &'a Path,
+    errors: &'a [FieldError],
+}
+
+impl fmt::Display for Invalid<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid experiment file {}:", self.path.display())?;
+        for error in self.errors {
+            write!(f, "\n  {}: {}", error.path, error.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl ExperimentConfig {
+    /// Reads, overrides, parses, resolves and validates an experiment file.
+    ///
+    /// `overrides` are `path.to.field=value` strings; the value is read as JSON when it parses
+    /// (`5`, `true`, `{"scheme": "iid"}`) and as a string otherwise (`flex`). Relative paths are
+    /// resolved against the file's folder.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Self, ConfigError> {
+        let text = fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let invalid = |field: &str, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            errors: vec![FieldError {
+                path: field.to_string(),
+                message,
+            }],
+        };
+        let mut value: Value = serde_json::from_str(&text)
+            .map_err(|e| invalid(".", format!("not valid JSON: {e}")))?;
+        for assignment in overrides {
+            apply_override(&mut value, assignment)?;
+        }
+        let mut config: Self = serde_path_to_error::deserialize(value).map_err(|e| {
+            let field = e.path().to_string();
+            invalid(&field, e.into_inner().to_string())
+        })?;
+        config.resolve_paths(path.parent().unwrap_or(Path::new(".")));
+        let errors = config.problems();
+        if errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                errors,
+            })
+        }
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        self.data.dir = base.join(&self.data.dir);
+        if let PartitionConfig::File { file } = &mut self.partition {
+            *file = base.join(&*file);
+        }
+    }
+
+    /// Every rule the parsed values break, with the field's path.
+    pub fn problems(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let mut check = |ok: bool, path: &str, message: String| {
+            if !ok {
+                errors.push(FieldError {
+                    path: path.to_string(),
+                    message,
+                });
+            }
+        };
+        let name_ok = !self.name.is_empty()
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        check(
+            name_ok,
+            "name",
+            format!(
+                "{:?} must be non-empty and use only letters, digits, '-', '_' and '.'",
+                self.name
+            ),
+        );
+        check(
+            self.data.dir.is_dir(),
+            "data.dir",
+            format!("folder {} does not exist", self.data.dir.display()),
+        );
+        let fed = &self.federation;
+        check(
+            fed.num_clients >= 1,
+            "federation.num_clients",
+            "must be at least 1".into(),
+        );
+        check(
+            (1..=fed.num_clients).contains(&fed.clients_per_round),
+            "federation.clients_per_round",
+            format!(
+                "is {}; must be between 1 and federation.num_clients ({})",
+                fed.clients_per_round, fed.num_clients
+            ),
+        );
+        check(
+            fed.rounds >= 1,
+            "federation.rounds",
+            "must be at least 1".into(),
+        );
+        check(
+            fed.num_parallels >= 1,
+            "federation.num_parallels",
+            "must be at least 1".into(),
+        );
+        let client = &self.client;
+        check(
+            client.lr > 0.0 && client.lr.is_finite(),
+            "client.lr",
+            format!("is {}; must be a number greater than 0", client.lr),
+        );
+        check(
+            (0.0..1.0).contains(&client.momentum),
+            "client.momentum",
+            format!("is {}; must be in [0, 1)", client.momentum),
+        );
+        check(
+            client.weight_decay >= 0.0 && client.weight_decay.is_finite(),
+            "client.weight_decay",
+            format!("is {}; must be at least 0", client.weight_decay),
+        );
+        check(
+            client.epochs >= 1,
+            "client.epochs",
+            "must be at least 1".into(),
+        );
+        check(
+            client.batch_size >= 1,
+            "client.batch_size",
+            "must be at least 1".into(),
+        );
+        check(
+            self.eval.every >= 1,
+            "eval.every",
+            "must be at least 1".into(),
+        );
+        check(
+            self.eval.batch_size >= 1,
+            "eval.batch_size",
+            "must be at least 1".into(),
+        );
+        match &self.partition {
+            PartitionConfig::Iid => {}
+            PartitionConfig::Dirichlet { alpha, .. } => check(
+                *alpha > 0.0 && alpha.is_finite(),
+                "partition.alpha",
+                format!("is {alpha}; must be a number greater than 0"),
+            ),
+            PartitionConfig::Shards { num_shards } => check(
+                *num_shards >= fed.num_clients
+                    && fed.num_clients > 0
+                    && num_shards % fed.num_clients == 0,
+                "partition.num_shards",
+                format!(
+                    "is {num_shards}; must be a multiple of federation.num_clients ({})",
+                    fed.num_clients
+                ),
+            ),
+            PartitionConfig::File { file } => check(
+                file.is_file(),
+                "partition.file",
+                format!("file {} does not exist", file.display()),
+            ),
+        }
+        if let Err(reason) = self.backend.check_available() {
+            check(false, "backend", reason);
+        }
+        for (i, fault) in self.faults.iter().enumerate() {
+            check(
+                (1..=fed.rounds).contains(&fault.round),
+                &format!("faults[{i}].round"),
+                format!(
+                    "is {}; must be between 1 and federation.rounds ({})",
+                    fault.round, fed.rounds
+                ),
+            );
+            check(
+                fault.client < fed.num_clients,
+                &format!("faults[{i}].client"),
+                format!(
+                    "is {}; client ids run from 0 to federation.num_clients - 1 ({})",
+                    fault.client,
+                    fed.num_clients.saturating_sub(1)
+                ),
+            );
+        }
+        errors
+    }
+}
+
+/// Sets `path.to.field` in a JSON document, creating missing objects along the way.
+fn apply_override(document: &mut Value, assignment: &str) -> Result<(), ConfigError> {
+    let bad = || ConfigError::BadOverride(assignment.to_string());
+    let (path, raw) = assignment.split_once('=').ok_or_else(bad)?;
+    let keys: Vec<&str> = path.split('.').collect();
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err(bad());
+    }
+    let value = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
+    let mut node = document;
+    for key in &keys[..keys.len() - 1] {
+        let Value::Object(map) = node else {
+            return Err(bad());
+        };
+        node = map
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    let Value::Object(map) = node else {
+        return Err(bad());
+    };
+    map.insert(keys[keys.len() - 1].to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn override_sets_nested_fields_and_parses_json_values() {
+        let mut doc = json!({"client": {"lr": 0.1}});
+        apply_override(&mut doc, "client.lr=0.5").unwrap();
+        apply_override(&mut doc, "eval.every=3").unwrap();
+        apply_override(&mut doc, "backend=ndarray").unwrap();
+        assert_eq!(
+            doc,
+            json!({"client": {"lr": 0.5}, "eval": {"every": 3}, "backend": "ndarray"})
+        );
+    }
+
+    #[test]
+    fn override_without_equals_is_rejected() {
+        let mut doc = json!({});
+        assert!(matches!(
+            apply_override(&mut doc, "client.lr"),
+            Err(ConfigError::BadOverride(_))
+        ));
+    }
+
+    #[test]
+    fn partition_accepts_a_bare_file() {
+        let config: PartitionConfig = serde_json::from_value(json!({"file": "p.json"})).unwrap();
+        assert_eq!(
+            config,
+            PartitionConfig::File {
+                file: "p.json".into()
+            }
+        );
+    }
+
+    #[test]
+    fn partition_rejects_fields_of_another_scheme() {
+        let err = serde_json::from_value::<PartitionConfig>(json!({"scheme": "iid", "alpha": 1}))
+            .unwrap_err();
+        assert!(err.to_string().contains("`alpha` does not apply"), "{err}");
+    }
+
+    #[test]
+    fn dirichlet_min_size_defaults() {
+        let config: PartitionConfig =
+            serde_json::from_value(json!({"scheme": "dirichlet", "alpha": 0.3})).unwrap();
+        assert_eq!(
+            config,
+            PartitionConfig::Dirichlet {
+                alpha: 0.3,
+                min_size: DEFAULT_MIN_SIZE
+            }
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! Data sets on disk and their split among clients.
+//!
+//! [`Dataset`] holds a whole split (train or test) in memory as normalised `f32` features, so
+//! clients share it and keep only index lists ([`partition`]). Readers for each on-disk format
+//! live in their own file; [`mnist`] is the one shipped in `datasets/`.
+
+pub mod idx;
+pub mod mnist;
+pub mod partition;
+
+use std::path::PathBuf;
+
+/// How pixel values become features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Normalization {
+    /// Scale to `[0, 1]`, as PyTorch's `ToTensor` does.
+    #[default]
+    Unit,
+    /// Scale to `[0, 1]`, then subtract the training set's mean and divide by its standard
+    /// deviation (`Normalize((0.1307,), (0.3081,))` for MNIST).
+    Standard,
+}
+
+/// A data file that cannot be used, with the file named.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// The file is missing or cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why the operating system refused.
+        source: std::io::Error,
+    },
+    /// The file was read but its content is not what the format requires.
+    #[error("{path} {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, phrased to follow the file name.
+        reason: String,
+    },
+}
+
+/// One split of a labelled data set, held in memory.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// Normalised features, `len() * feature_len()` values, one sample after another.
+    features: Vec<f32>,
+    /// One class label per sample.
+    labels: Vec<u8>,
+    /// Shape of one sample as `[channels, height, width]`.
+    sample_shape: [usize; 3],
+    /// Number of classes; every label is below it.
+    num_classes: usize,
+}
+
+impl Dataset {
+    /// Builds a data set; `features` must hold `labels.len()` samples of `sample_shape`.
+    pub fn new(
+        features: Vec<f32>,
+        labels: Vec<u8>,
+        sample_shape: [usize; 3],
+        num_classes: usize,
+    ) -> Self {
+        assert_eq!(
+            features.len(),
+            labels.len() * sample_shape.iter().product::<usize>(),
+            "features and labels disagree on the number of samples"
+        );
+        Self {
+            features,
+            labels,
+            sample_shape,
+            num_classes,
+        }
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// Whether the set holds no samples.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// Number of `f32` values in one sample.
+    pub fn feature_len(&self) -> usize {
+        self.sample_shape.iter().product()
+    }
+
+    /// Shape of one sample as `[channels, height, width]`.
+    pub fn sample_shape(&self) -> [usize; 3] {
+        self.sample_shape
+    }
+
+    /// Number of classes.
+    pub fn num_classes(&self) -> usize {
+        self.num_classes
+    }
+
+    /// All labels, in sample order.
+    pub fn labels(&self) -> &[u8] {
+        &self.labels
+    }
+
+    /// The features of sample `index`.
+    pub fn features_of(&self, index: usize) -> &[f32] {
+        let len = self.feature_len();
+        &self.features[index * len..(index + 1) * len]
+    }
+
+    /// Copies the samples at `indices` into `features` and `labels` (cleared first), ready to
+    /// become one batch tensor.
+    pub fn gather(&self, indices: &[usize], features: &mut Vec<f32>, labels: &mut Vec<i64>) {
+        features.clear();
+        labels.clear();
+        for &i in indices {
+            features.extend_from_slice(self.features_of(i));
+            labels.push(i64::from(self.labels[i]));
+        }
+    }
+
+    /// Counts the samples of each class among `indices`.
+    pub fn label_counts(&self, indices: &[usize]) -> Vec<usize> {
+        let mut counts = vec![0; self.num_classes];
+        for &i in indices {
+            counts[usize::from(self.labels[i])] += 1;
+        }
+        counts
+    }
+}
+
+/// The train and test splits of one data set.
+#[derive(Debug, Clone)]
+pub struct TrainTest {
+    /// Split among the clients.
+    pub train: Dataset,
+    /// Held by the server to evaluate the global model.
+    pub test: Dataset,
+}

@@ -1,0 +1,306 @@
+//! Splitting a training set among clients, and partition files.
+//!
+//! A [`Partition`] is a list of sample indices per client; client `i` owns `clients[i]`. Every
+//! scheme draws from the experiment's partition stream, so the split is a pure function of the
+//! seed and the scheme's parameters.
+
+use std::fs;
+use std::path::Path;
+
+use rand::RngExt;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha12Rng;
+use rand_distr::{Distribution, Gamma};
+use serde::{Deserialize, Serialize};
+
+use super::DataError;
+
+/// How many times the Dirichlet scheme redraws before it reports that `min_size` is out of reach.
+pub const DIRICHLET_MAX_ATTEMPTS: usize = 1000;
+
+/// Sample indices for each client, indexed by client id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    /// `clients[cid]` lists the training-set indices that client `cid` owns.
+    pub clients: Vec<Vec<usize>>,
+}
+
+/// A partition that cannot be drawn with the given parameters.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PartitionError(pub String);
+
+impl Partition {
+    /// Number of clients.
+    pub fn num_clients(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Balanced IID split: shuffle all indices, then deal them out in equal contiguous parts
+    /// (the first `n % num_clients` clients get one more).
+    pub fn iid(num_samples: usize, num_clients: usize, rng: &mut ChaCha12Rng) -> Self {
+        let mut indices: Vec<usize> = (0..num_samples).collect();
+        indices.shuffle(rng);
+        Self {
+            clients: split_evenly(&indices, num_clients)
+                .map(<[usize]>::to_vec)
+                .collect(),
+        }
+    }
+
+    /// Label skew after Hsu et al. (2019), "Measuring the effects of non-identical data
+    /// distribution": for each class, client shares are drawn from Dir(`alpha`) and the class's
+    /// shuffled samples are cut at those shares. A client that already holds its fair share
+    /// (`n / num_clients`) gets no more (as in NIID-Bench), which keeps sizes bounded. The whole
+    /// draw repeats until every client has at least `min_size` samples, at most
+    /// [`DIRICHLET_MAX_ATTEMPTS`] times.
+    pub fn dirichlet(
+        labels: &[u8],
+        num_classes: usize,
+        num_clients: usize,
+        alpha: f64,
+        min_size: usize,
+        rng: &mut ChaCha12Rng,
+    ) -> Result<Self, PartitionError> {
+        let gamma = Gamma::new(alpha, 1.0)
+            .map_err(|e| PartitionError(format!("dirichlet alpha {alpha} is invalid: {e}")))?;
+        let by_class = indices_by_class(labels, num_classes);
+        let fair_share = labels.len() as f64 / num_clients as f64;
+        let mut smallest = 0;
+        for _ in 0..DIRICHLET_MAX_ATTEMPTS {
+            let mut clients = vec![Vec::new(); num_clients];
+            for class_indices in by_class.iter().filter(|c| !c.is_empty()) {
+                let mut shuffled = class_indices.clone();
+                shuffled.shuffle(rng);
+                let mut shares: Vec<f64> = clients
+                    .iter()
+                    .map(|owned: &Vec<usize>| {
+                        let draw = gamma.sample(rng);
+                        if (owned.len() as f64) < fair_share {
+                            draw
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                let total: f64 = shares.iter().sum();
+                if total <= 0.0 || !total.is_finite() {
+                    // Every eligible share underflowed (tiny alpha): hand the class to one
+                    // eligible client, which is what Dir(alpha) tends to as alpha goes to 0.
+                    shares.iter_mut().for_each(|s| *s = 0.0);
+                    let eligible: Vec<usize> = (0..num_clients)
+                        .filter(|&c| (clients[c].len() as f64) < fair_share)
+                        .collect();
+                    let chosen = eligible[rng.random_range(0..eligible.len())];
+                    shares[chosen] = 1.0;
+                }
+                let total: f64 = shares.iter().sum();
+                let last = num_clients - 1;
+                let (mut start, mut cumulative) = (0, 0.0);
+                for (cid, (client, share)) in clients.iter_mut().zip(&shares).enumerate() {
+                    cumulative += share / total;
+                    // The last cut is the class's end, so rounding never drops a sample.
+                    let end = if cid == last {
+                        shuffled.len()
+                    } else {
+                        ((cumulative * shuffled.len() as f64) as usize).clamp(start, shuffled.len())
+                    };
+                    client.extend_from_slice(&shuffled[start..end]);
+                    start = end;
+                }
+            }
+            smallest = clients.iter().map(Vec::len).min().unwrap_or(0);
+            if smallest >= min_size {
+                return Ok(Self { clients });
+            }
+        }
+        Err(PartitionError(format!(
+            "dirichlet partition with alpha {alpha} left a client with {smallest} samples \
+             after {DIRICHLET_MAX_ATTEMPTS} draws, fewer than min_size {min_size}; \
+             lower partition.min_size or raise partition.alpha"
+        )))
+    }
+
+    /// The FedAvg paper's pathological non-IID split (McMahan et al., 2017): sort samples by
+    /// label, cut them into `num_shards` equal shards, and give each client
+    /// `num_shards / num_clients` shards chosen at random.
+    pub fn shards(
+        labels: &[u8],
+        num_clients: usize,
+        num_shards: usize,
+        rng: &mut ChaCha12Rng,
+    ) -> Result<Self, PartitionError> {
+        if num_shards > labels.len() {
+            return Err(PartitionError(format!(
+                "partition.num_shards {num_shards} exceeds the {} training samples",
+                labels.len()
+            )));
+        }
+        let mut sorted: Vec<usize> = (0..labels.len()).collect();
+        sorted.sort_by_key(|&i| (labels[i], i));
+        let shards: Vec<&[usize]> = split_evenly(&sorted, num_shards).collect();
+        let mut order: Vec<usize> = (0..num_shards).collect();
+        order.shuffle(rng);
+        let per_client = num_shards / num_clients;
+        let clients = order
+            .chunks(per_client)
+            .map(|ids| {
+                ids.iter()
+                    .flat_map(|&s| shards[s].iter().copied())
+                    .collect()
+            })
+            .collect();
+        Ok(Self { clients })
+    }
+
+    /// Writes the partition as JSON (`{"clients": [[indices of client 0], …]}`).
+    pub fn save(&self, path: &Path) -> Result<(), DataError> {
+        let text = serde_json::to_string(self).expect("a partition always serialises");
+        fs::write(path, text).map_err(|source| DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Reads a partition file and checks it against the experiment: one entry per client,
+    /// no client without samples, every index inside the training set.
+    pub fn load(path: &Path, num_clients: usize, num_samples: usize) -> Result<Self, DataError> {
+        let corrupt = |reason: String| DataError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = fs::read_to_string(path).map_err(|source| DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let partition: Self = serde_json::from_str(&text).map_err(|e| {
+            corrupt(format!(
+                "is not a partition file ({{\"clients\": [[…], …]}}): {e}"
+            ))
+        })?;
+        if partition.num_clients() != num_clients {
+            return Err(corrupt(format!(
+                "lists {} clients, but federation.num_clients is {num_clients}",
+                partition.num_clients()
+            )));
+        }
+        for (cid, indices) in partition.clients.iter().enumerate() {
+            if indices.is_empty() {
+                return Err(corrupt(format!("gives client {cid} no samples")));
+            }
+            if let Some(bad) = indices.iter().find(|&&i| i >= num_samples) {
+                return Err(corrupt(format!(
+                    "gives client {cid} sample {bad}, but the training set has {num_samples}"
+                )));
+            }
+        }
+        Ok(partition)
+    }
+}
+
+/// Cuts `items` into `parts` contiguous slices whose lengths differ by at most one.
+fn split_evenly<T>(items: &[T], parts: usize) -> impl Iterator<Item = &[T]> {
+    let (base, extra) = (items.len() / parts, items.len() % parts);
+    (0..parts).map(move |p| {
+        let start = p * base + p.min(extra);
+        let len = base + usize::from(p < extra);
+        &items[start..start + len]
+    })
+}
+
+fn indices_by_class(labels: &[u8], num_classes: usize) -> Vec<Vec<usize>> {
+    let mut by_class = vec![Vec::new(); num_classes];
+    for (i, &label) in labels.iter().enumerate() {
+        by_class[usize::from(label)].push(i);
+    }
+    by_class
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seed::{Purpose, stream};
+
+    fn rng() -> ChaCha12Rng {
+        stream(1, Purpose::Partition, 0, 0)
+    }
+
+    /// 1,000 synthetic labels, 100 of each of 10 classes.
+    fn labels() -> Vec<u8> {
+        (0..1000).map(|i| (i % 10) as u8).collect()
+    }
+
+    fn assert_covers_each_index_once(partition: &Partition, n: usize) {
+        let mut all: Vec<usize> = partition.clients.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..n).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn iid_is_balanced_and_covers_every_sample() {
+        let partition = Partition::iid(1003, 10, &mut rng());
+        assert_covers_each_index_once(&partition, 1003);
+        let sizes: Vec<usize> = partition.clients.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [101, 101, 101, 100, 100, 100, 100, 100, 100, 100]);
+    }
+
+    #[test]
+    fn shards_give_each_client_few_labels() {
+        let labels = labels();
+        let partition = Partition::shards(&labels, 10, 20, &mut rng()).unwrap();
+        assert_covers_each_index_once(&partition, labels.len());
+        for client in &partition.clients {
+            assert_eq!(client.len(), 100);
+            let mut classes: Vec<u8> = client.iter().map(|&i| labels[i]).collect();
+            classes.dedup();
+            assert!(classes.len() <= 2, "a client holds {classes:?}");
+        }
+    }
+
+    #[test]
+    fn dirichlet_meets_min_size_and_covers_every_sample() {
+        let labels = labels();
+        let partition = Partition::dirichlet(&labels, 10, 10, 0.5, 20, &mut rng()).unwrap();
+        assert_covers_each_index_once(&partition, labels.len());
+        assert!(partition.clients.iter().all(|c| c.len() >= 20));
+    }
+
+    #[test]
+    fn dirichlet_with_small_alpha_skews_labels() {
+        let labels = labels();
+        let partition = Partition::dirichlet(&labels, 10, 10, 0.05, 1, &mut rng()).unwrap();
+        let dominant_share = |client: &Vec<usize>| {
+            let mut counts = [0usize; 10];
+            client
+                .iter()
+                .for_each(|&i| counts[usize::from(labels[i])] += 1);
+            *counts.iter().max().unwrap() as f64 / client.len() as f64
+        };
+        let mean = partition.clients.iter().map(dominant_share).sum::<f64>() / 10.0;
+        assert!(mean > 0.5, "mean dominant-label share {mean}");
+    }
+
+    #[test]
+    fn dirichlet_reports_an_unreachable_min_size_instead_of_looping() {
+        let err = Partition::dirichlet(&labels(), 10, 10, 0.05, 100, &mut rng()).unwrap_err();
+        assert!(err.0.contains("min_size 100"), "{err}");
+    }
+
+    #[test]
+    fn load_rejects_out_of_range_indices() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        fs::write(&path, r#"{"clients": [[0, 1], [2, 99]]}"#).unwrap();
+        let err = Partition::load(&path, 2, 10).unwrap_err().to_string();
+        assert!(err.contains("sample 99") && err.contains("has 10"), "{err}");
+    }
+
+    #[test]
+    fn save_then_load_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        let partition = Partition::iid(50, 5, &mut rng());
+        partition.save(&path).unwrap();
+        assert_eq!(Partition::load(&path, 5, 50).unwrap(), partition);
+    }
+}

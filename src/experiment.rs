@@ -1,0 +1,148 @@
+//! One experiment end to end: data, partition, initial model, federation, results.
+
+use std::sync::Arc;
+
+use crate::Error;
+use crate::config::{DatasetKind, ExperimentConfig, PartitionConfig};
+use crate::data::partition::Partition;
+use crate::data::{TrainTest, mnist};
+use crate::model::Net;
+use crate::model::flat::{Layout, initial_params};
+use crate::report::{Progress, RoundRecord, RunFolder, Summary};
+use crate::seed::{Purpose, stream};
+use crate::strategy;
+use crate::topology::{self, ServerSetup};
+use crate::trainer::{Trainer, TrainerSetup};
+
+/// An experiment with its data loaded and partitioned, ready to run.
+pub struct Experiment {
+    config: ExperimentConfig,
+    data: TrainTest,
+    partition: Arc<Partition>,
+}
+
+/// What a finished run returns besides its files.
+#[derive(Debug)]
+pub struct RunResult {
+    /// The contents of `summary.json`.
+    pub summary: Summary,
+    /// Every round's record, as in `metrics.jsonl`.
+    pub rounds: Vec<RoundRecord>,
+    /// The final global model's flat parameters.
+    pub model: Vec<f32>,
+}
+
+impl Experiment {
+    /// Loads the data set and splits it as the config says.
+    pub fn prepare(config: ExperimentConfig) -> Result<Self, Error> {
+        let data = match config.data.dataset {
+            DatasetKind::Mnist => mnist::load(&config.data.dir, config.data.normalize)?,
+        };
+        let partition = partition(&config, &data)?;
+        Ok(Self {
+            config,
+            data,
+            partition: Arc::new(partition),
+        })
+    }
+
+    /// The resolved config.
+    pub fn config(&self) -> &ExperimentConfig {
+        &self.config
+    }
+
+    /// The split of the training set among clients.
+    pub fn partition(&self) -> &Partition {
+        &self.partition
+    }
+
+    /// Per-client label counts: `counts[client][label]`.
+    pub fn label_counts(&self) -> Vec<Vec<usize>> {
+        self.partition
+            .clients
+            .iter()
+            .map(|indices| self.data.train.label_counts(indices))
+            .collect()
+    }
+
+    /// Runs the federation, writing results into `folder` as they are produced and showing
+    /// each round on `progress`.
+    pub fn run(&self, folder: &mut RunFolder, progress: &Progress) -> Result<RunResult, Error> {
+        let config = &self.config;
+        folder.write_json("config.json", config)?;
+        folder.write_json("partition.json", &*self.partition)?;
+        let train = Arc::new(self.data.train.clone());
+        let test = Arc::new(self.data.test.clone());
+        let layout = Layout::of(&Net::new(
+            config.model,
+            train.sample_shape(),
+            train.num_classes(),
+            &config.backend.device(),
+        ));
+        let initial_model =
+            initial_params(&layout, &mut stream(config.seed, Purpose::ModelInit, 0, 0));
+        let trainer = Trainer::new(
+            TrainerSetup {
+                seed: config.seed,
+                data: train,
+                partition: self.partition.clone(),
+                model: config.model,
+                client: config.client.clone(),
+                backend: config.backend,
+                faults: config.faults.clone(),
+            },
+            config.federation.num_parallels,
+        )
+        .map_err(|e| Error::Threads(e.to_string()))?;
+        let server = ServerSetup {
+            seed: config.seed,
+            rounds: config.federation.rounds,
+            clients_per_round: config.federation.clients_per_round,
+            initial_model,
+            strategy: strategy::from_kind(config.strategy.name),
+            test_data: test,
+            eval: config.eval,
+            model: config.model,
+            backend: config.backend,
+        };
+        let mut rounds = Vec::new();
+        let federation = topology::run_flat(server, trainer, |record| {
+            folder.append_round(&record)?;
+            progress.round(&record);
+            rounds.push(record);
+            Ok::<_, Error>(())
+        })??;
+        let model = federation.model;
+        let bytes: Vec<u8> = model.iter().flat_map(|v| v.to_le_bytes()).collect();
+        folder.write_atomically("model.f32", &bytes)?;
+        folder.write_json("model-layout.json", &layout)?;
+        let summary = Summary::new(&config.name, &rounds, &model);
+        folder.write_json("summary.json", &summary)?;
+        Ok(RunResult {
+            summary,
+            rounds,
+            model,
+        })
+    }
+}
+
+fn partition(config: &ExperimentConfig, data: &TrainTest) -> Result<Partition, Error> {
+    let num_clients = config.federation.num_clients;
+    let labels = data.train.labels();
+    let rng = &mut stream(config.seed, Purpose::Partition, 0, 0);
+    Ok(match &config.partition {
+        PartitionConfig::Iid => Partition::iid(labels.len(), num_clients, rng),
+        PartitionConfig::Dirichlet { alpha, min_size } => Partition::dirichlet(
+            labels,
+            data.train.num_classes(),
+            num_clients,
+            *alpha,
+            *min_size,
+            rng,
+        )?,
+        PartitionConfig::Shards { num_shards } => {
+            Partition::shards(labels, num_clients, *num_shards, rng)?
+        }
+        PartitionConfig::File { file } => Partition::load(file, num_clients, labels.len())?,
+    })
+}

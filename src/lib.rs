@@ -1,0 +1,55 @@
+//! fedsim: a federated-learning simulator that runs a whole federation on one machine.
+//!
+//! An upper server samples clients and aggregates their updates; client groups train the
+//! sampled clients in parallel on burn; the tiers are threads joined by counted flume links.
+//! A run is a pure function of its experiment config. Start with [`ExperimentConfig::load`],
+//! [`Experiment::prepare`] and [`Experiment::run`]; `ARCHITECTURE.md` has the map.
+
+pub mod backend;
+pub mod config;
+pub mod data;
+pub mod experiment;
+pub mod model;
+pub mod network;
+pub mod report;
+pub mod seed;
+pub mod strategy;
+pub mod topology;
+pub mod train;
+pub mod trainer;
+
+pub use config::ExperimentConfig;
+pub use experiment::{Experiment, RunResult};
+
+/// Everything that can stop an experiment.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The experiment file or a `--set` is invalid.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    /// A data or partition file is missing or malformed.
+    #[error(transparent)]
+    Data(#[from] data::DataError),
+    /// The partition cannot be drawn with the configured parameters.
+    #[error("cannot partition the data: {0}")]
+    Partition(#[from] data::partition::PartitionError),
+    /// The run folder cannot be written.
+    #[error(transparent)]
+    Write(#[from] report::run_folder::WriteError),
+    /// The federation stopped: a client failed, or a tier was lost.
+    #[error(transparent)]
+    Federation(#[from] topology::FederationError),
+    /// Worker threads could not be started.
+    #[error("cannot start worker threads: {0}")]
+    Threads(String),
+}
+
+impl Error {
+    /// Whether the user's input (config, flags, data files) is at fault, rather than the run.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            Error::Config(_) | Error::Data(_) | Error::Partition(_)
+        )
+    }
+}

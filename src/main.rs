@@ -1,0 +1,134 @@
+//! The `fedsim` command line: parses arguments, calls the library, prints.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use fedsim::backend::BackendKind;
+use fedsim::report::{Progress, RunFolder};
+use fedsim::{Error, Experiment, ExperimentConfig};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Federated-learning simulation: a whole federation (server, client groups) on one machine.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an experiment and write its results to a run folder.
+    Run {
+        #[command(flatten)]
+        experiment: ExperimentArgs,
+        /// Run folder to create [default: runs/<name>-<timestamp>].
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Backend that trains; overrides the file's `backend`.
+        #[arg(long, value_enum)]
+        backend: Option<BackendKind>,
+        /// Print one plain line per round instead of a progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Print each client's label counts under the experiment's partition, without training.
+    Partition {
+        #[command(flatten)]
+        experiment: ExperimentArgs,
+    },
+}
+
+#[derive(Args)]
+struct ExperimentArgs {
+    /// Experiment file (JSON); see experiments/ and the README for the format.
+    experiment: PathBuf,
+    /// Override a field of the file, e.g. --set federation.rounds=5 --set client.lr=0.1
+    /// (value read as JSON, or as a string if it is not JSON). Repeatable.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    overrides: Vec<String>,
+}
+
+impl ExperimentArgs {
+    fn load(&self, backend: Option<BackendKind>) -> Result<ExperimentConfig, Error> {
+        let mut overrides = self.overrides.clone();
+        if let Some(backend) = backend {
+            let name = serde_json::to_value(backend).expect("backend names serialise");
+            overrides.push(format!("backend={name}"));
+        }
+        Ok(ExperimentConfig::load(&self.experiment, &overrides)?)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Run {
+            experiment,
+            out,
+            backend,
+            quiet,
+        } => run(&experiment, out, backend, quiet),
+        Command::Partition { experiment } => partition(&experiment),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(if error.is_bad_input() { 2 } else { 1 })
+        }
+    }
+}
+
+fn run(
+    args: &ExperimentArgs,
+    out: Option<PathBuf>,
+    backend: Option<BackendKind>,
+    quiet: bool,
+) -> Result<(), Error> {
+    let config = args.load(backend)?;
+    let experiment = Experiment::prepare(config)?;
+    let config = experiment.config();
+    let dir = out.unwrap_or_else(|| RunFolder::default_dir(&config.name));
+    let mut folder = RunFolder::create(&dir)?;
+    println!(
+        "{}: {} model, {} clients ({} per round), {} rounds on {:?}; results in {}",
+        config.name,
+        serde_json::to_value(config.model).expect("model names serialise"),
+        config.federation.num_clients,
+        config.federation.clients_per_round,
+        config.federation.rounds,
+        config.backend,
+        dir.display()
+    );
+    let progress = Progress::for_stdout(config.federation.rounds, quiet);
+    let result = experiment.run(&mut folder, &progress);
+    progress.finish();
+    let summary = result?.summary;
+    println!(
+        "done: test accuracy {:.2}% (best {:.2}%) after {} rounds in {:.1} s; {} MB down, {} MB up",
+        100.0 * summary.final_accuracy,
+        100.0 * summary.best_accuracy,
+        summary.rounds,
+        summary.wall_seconds,
+        summary.total_bytes_down / 1_000_000,
+        summary.total_bytes_up / 1_000_000,
+    );
+    Ok(())
+}
+
+fn partition(args: &ExperimentArgs) -> Result<(), Error> {
+    let experiment = Experiment::prepare(args.load(None)?)?;
+    let counts = experiment.label_counts();
+    let classes = counts.first().map_or(0, Vec::len);
+    let header: String = (0..classes).map(|c| format!("{c:>6}")).collect();
+    println!("client  samples{header}");
+    for (client, row) in counts.iter().enumerate() {
+        let cells: String = row.iter().map(|n| format!("{n:>6}")).collect();
+        println!("{client:>6}  {:>7}{cells}", row.iter().sum::<usize>());
+    }
+    Ok(())
+}

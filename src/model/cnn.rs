@@ -1,0 +1,57 @@
+//! The convolutional network of McMahan et al. (2017): conv 5x5 (32, padding 2), ReLU,
+//! max-pool 2, conv 5x5 (64, padding 2), ReLU, max-pool 2, dense 3136-512, ReLU, dense 512-10.
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{Initializer, Linear, PaddingConfig2d};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Tensor};
+
+use super::mlp::dense;
+
+const KERNEL: usize = 5;
+const CHANNELS: [usize; 2] = [32, 64];
+const HIDDEN: usize = 512;
+/// Each max-pool halves height and width; there are two.
+const DOWNSAMPLING: usize = 4;
+
+/// Two convolution blocks and two dense layers.
+#[derive(Module, Debug)]
+pub struct Cnn {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    pool: MaxPool2d,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+impl Cnn {
+    /// A CNN for samples of `sample_shape` (`[channels, height, width]`), with zeroed parameters.
+    pub fn new(sample_shape: [usize; 3], num_classes: usize, device: &Device) -> Self {
+        let [channels, height, width] = sample_shape;
+        let flat = CHANNELS[1] * (height / DOWNSAMPLING) * (width / DOWNSAMPLING);
+        Self {
+            conv1: conv(channels, CHANNELS[0], device),
+            conv2: conv(CHANNELS[0], CHANNELS[1], device),
+            pool: MaxPool2dConfig::new([2, 2]).init(),
+            fc1: dense(flat, HIDDEN, device),
+            fc2: dense(HIDDEN, num_classes, device),
+        }
+    }
+
+    /// Logits for images `[batch, channels, height, width]`.
+    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        let x = self.pool.forward(relu(self.conv1.forward(images)));
+        let x = self.pool.forward(relu(self.conv2.forward(x)));
+        let x = relu(self.fc1.forward(x.flatten(1, 3)));
+        self.fc2.forward(x)
+    }
+}
+
+fn conv(inputs: usize, outputs: usize, device: &Device) -> Conv2d {
+    Conv2dConfig::new([inputs, outputs], [KERNEL, KERNEL])
+        .with_padding(PaddingConfig2d::Explicit(2, 2, 2, 2))
+        .with_initializer(Initializer::Zeros)
+        .init(device)
+}

@@ -1,0 +1,9 @@
+//! What travels between the tiers, and the counted links it travels on.
+//!
+//! Nothing here knows about models or training: payloads are flat `f32` vectors.
+
+pub mod link;
+pub mod message;
+
+pub use link::{Link, LinkEnd, Traffic};
+pub use message::{ClientId, ClientInfo, Message, Update};

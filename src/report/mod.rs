@@ -1,0 +1,10 @@
+//! What a run reports: per-round records, the run folder they are written to, and the
+//! progress display.
+
+pub mod metrics;
+pub mod progress;
+pub mod run_folder;
+
+pub use metrics::{RoundRecord, Summary};
+pub use progress::Progress;
+pub use run_folder::RunFolder;

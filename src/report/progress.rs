@@ -1,0 +1,66 @@
+//! Progress over rounds: a bar on a terminal, plain lines otherwise.
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::RoundRecord;
+
+/// How a run shows its progress.
+pub enum Progress {
+    /// An indicatif bar with the latest accuracy, for an interactive terminal.
+    Bar(ProgressBar),
+    /// One line per round on stdout, for logs and pipes.
+    Lines {
+        /// Total rounds, for "round 3/50".
+        rounds: u32,
+    },
+    /// Nothing.
+    Silent,
+}
+
+impl Progress {
+    /// A bar when stdout is a terminal and `plain` is not asked for, lines otherwise.
+    pub fn for_stdout(rounds: u32, plain: bool) -> Self {
+        if plain || !std::io::stdout().is_terminal() {
+            return Progress::Lines { rounds };
+        }
+        let bar = ProgressBar::new(u64::from(rounds)).with_style(
+            ProgressStyle::with_template(
+                "{prefix} [{elapsed_precise}] {bar:30.cyan/blue} round {pos}/{len} {msg} (eta {eta})",
+            )
+            .expect("the template is valid")
+            .progress_chars("=> "),
+        );
+        bar.set_prefix("training");
+        Progress::Bar(bar)
+    }
+
+    /// Shows a finished round.
+    pub fn round(&self, record: &RoundRecord) {
+        let accuracy = record
+            .test_accuracy
+            .map(|a| format!("  test acc {:.2}%", 100.0 * a))
+            .unwrap_or_default();
+        match self {
+            Progress::Bar(bar) => {
+                if record.test_accuracy.is_some() {
+                    bar.set_message(accuracy.trim().to_string());
+                }
+                bar.set_position(u64::from(record.round));
+            }
+            Progress::Lines { rounds } => println!(
+                "round {}/{rounds}  train loss {:.4}{accuracy}  {:.0} ms",
+                record.round, record.train_loss, record.wall_ms
+            ),
+            Progress::Silent => {}
+        }
+    }
+
+    /// Clears the bar, if any.
+    pub fn finish(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Trains a client group's sampled clients in parallel.
+//!
+//! A rayon pool of `num_parallels` threads runs one client per task, each single-threaded.
+//! Every pool thread owns one model instance, kept between clients and rounds: a client loads
+//! the downlink's flat parameters into it instead of building a model. Since each client's
+//! shuffle comes from its own (seed, round, client) stream and loaded parameters are fresh
+//! autodiff leaves, a client's result does not depend on which thread ran it or when.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::backend::BackendKind;
+use crate::config::{ClientConfig, FaultConfig, FaultKind};
+use crate::data::Dataset;
+use crate::data::partition::Partition;
+use crate::model::{ModelKind, Net, flat};
+use crate::network::{ClientId, ClientInfo, Update};
+use crate::seed::{Purpose, stream};
+use crate::train::{TrainError, local_train};
+
+/// Everything a client needs to train that does not change between rounds.
+#[derive(Debug, Clone)]
+pub struct TrainerSetup {
+    /// The experiment seed.
+    pub seed: u64,
+    /// The training set that the partition indexes.
+    pub data: Arc<Dataset>,
+    /// Which samples each client owns.
+    pub partition: Arc<Partition>,
+    /// The architecture.
+    pub model: ModelKind,
+    /// Local training settings.
+    pub client: ClientConfig,
+    /// Backend that trains.
+    pub backend: BackendKind,
+    /// Injected failures.
+    pub faults: Vec<FaultConfig>,
+}
+
+/// One client's work in one round.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The round.
+    pub round: u32,
+    /// The client to train.
+    pub client: ClientId,
+    /// The global model to start from.
+    pub model: Arc<[f32]>,
+}
+
+/// A client's training that failed, with what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("client {client} failed in round {round}: {error}")]
+pub struct ClientFailure {
+    /// The round.
+    pub round: u32,
+    /// The client.
+    pub client: ClientId,
+    /// The error or panic message.
+    pub error: String,
+}
+
+/// A pool of workers that train clients.
+pub struct Trainer {
+    pool: rayon::ThreadPool,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    setup: TrainerSetup,
+    /// One model slot per pool thread, indexed by the thread's pool index. A slot is empty
+    /// until its thread trains its first client, or after a client panicked with the model.
+    workers: Vec<Mutex<Option<Net>>>,
+}
+
+impl Trainer {
+    /// A trainer with `num_parallels` worker threads.
+    pub fn new(
+        setup: TrainerSetup,
+        num_parallels: usize,
+    ) -> Result<Self, rayon::ThreadPoolBuildError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(num_parallels)
+            .thread_name(|i| format!("fedsim-worker-{i}"))
+            .build()?;
+        let workers = (0..num_parallels).map(|_| Mutex::new(None)).collect();
+        Ok(Self {
+            pool,
+            shared: Arc::new(Shared { setup, workers }),
+        })
+    }
+
+    /// The clients this trainer can train, with their sample counts, in id order.
+    pub fn clients(&self) -> Vec<ClientInfo> {
+        let partition = &self.shared.setup.partition;
+        partition
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(id, indices)| ClientInfo {
+                id,
+                num_samples: indices.len(),
+            })
+            .collect()
+    }
+
+    /// Queues a job; its result is sent to `done` when the client has trained or failed.
+    pub fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>) {
+        let shared = self.shared.clone();
+        self.pool.spawn(move || {
+            // The receiver is gone only when the group is shutting down after a failure;
+            // this result is then no longer wanted.
+            let _ = done.send(shared.train(job));
+        });
+    }
+}
+
+impl Shared {
+    fn train(&self, job: Job) -> Result<Update, ClientFailure> {
+        let (round, client) = (job.round, job.client);
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.train_on_this_worker(job)));
+        let error = match outcome {
+            Ok(Ok(update)) => return Ok(update),
+            Ok(Err(error)) => error.to_string(),
+            Err(panic) => format!("panicked: {}", panic_message(panic.as_ref())),
+        };
+        Err(ClientFailure {
+            round,
+            client,
+            error,
+        })
+    }
+
+    fn train_on_this_worker(&self, job: Job) -> Result<Update, TrainError> {
+        let setup = &self.setup;
+        let worker = rayon::current_thread_index().expect("jobs run on the trainer's pool");
+        let mut slot = self.workers[worker]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let device = setup.backend.training_device();
+        let net = slot.take().unwrap_or_else(|| {
+            let data = &setup.data;
+            Net::new(
+                setup.model,
+                data.sample_shape(),
+                data.num_classes(),
+                &device,
+            )
+        });
+        let net = flat::load(net, &job.model);
+        self.inject_fault(job.round, job.client)?;
+        let indices = &setup.partition.clients[job.client];
+        let mut rng = stream(
+            setup.seed,
+            Purpose::LocalShuffle,
+            job.round,
+            job.client as u32,
+        );
+        let result = local_train(net, &setup.data, indices, &setup.client, &mut rng, &device)?;
+        let params = flat::flatten(&result.net);
+        *slot = Some(result.net);
+        Ok(Update {
+            round: job.round,
+            client: job.client,
+            num_samples: indices.len(),
+            train_loss: result.mean_loss,
+            params,
+        })
+    }
+
+    fn inject_fault(&self, round: u32, client: ClientId) -> Result<(), TrainError> {
+        let fault = self
+            .setup
+            .faults
+            .iter()
+            .find(|f| f.round == round && f.client == client);
+        match fault.map(|f| f.kind) {
+            Some(FaultKind::Panic) => panic!("injected panic"),
+            Some(FaultKind::Error) => Err(TrainError::Injected),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The message a panic was raised with, if it had one.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
+}
