@@ -3,18 +3,18 @@
 //! These are the only functions that run burn's autodiff and optimisers. They take a model and
 //! data indices and give back a model and numbers; threads, messages and seeds are the caller's.
 
-use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::seq::SliceRandom;
+use rayon::prelude::*;
 use rand_chacha::ChaCha12Rng;
 
 use crate::config::ClientConfig;
 use crate::data::Dataset;
-use crate::model::Net;
+use crate::model::{ModelKind, Net, flat};
 
 /// Local training that cannot go on.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -108,25 +108,46 @@ pub struct Evaluation {
     pub loss: f64,
 }
 
-/// Evaluates `net` (on the inference device `device`) on all of `data`, `batch_size` samples
-/// per forward pass.
-pub fn evaluate(net: &Net, data: &Dataset, batch_size: usize, device: &Device) -> Evaluation {
-    let net = net.valid();
-    let loss_fn = CrossEntropyLossConfig::new().init(device);
+/// Evaluates the model `params` (of architecture `model`) on all of `data`, `batch_size`
+/// samples per forward pass. Batches run in parallel on the current rayon pool, each thread
+/// with its own model instance; their sums are added in batch order, so the result does not
+/// depend on the thread count.
+pub fn evaluate(
+    model: ModelKind,
+    params: &[f32],
+    data: &Dataset,
+    batch_size: usize,
+    device: &Device,
+) -> Evaluation {
     let all: Vec<usize> = (0..data.len()).collect();
-    let (mut correct, mut loss_sum) = (0i64, 0.0);
-    for chunk in all.chunks(batch_size) {
-        let (images, labels) = batch(data, chunk, device);
-        let logits = net.forward(images);
-        let loss = loss_fn.forward(logits.clone(), labels.clone());
-        loss_sum += f64::from(loss.into_scalar::<f32>()) * chunk.len() as f64;
-        let predicted = logits.argmax(1).squeeze_dim::<1>(1);
-        correct += predicted.equal(labels).int().sum().into_scalar::<i64>();
-    }
+    let new_net = || {
+        let net = Net::new(model, data.sample_shape(), data.num_classes(), device);
+        flat::load(net, params)
+    };
+    let sums: Vec<(i64, f64)> = all
+        .par_chunks(batch_size)
+        .map_init(new_net, |net, chunk| evaluate_batch(net, data, chunk, device))
+        .collect();
+    let (correct, loss_sum) = sums
+        .iter()
+        .fold((0, 0.0), |(c, l), &(bc, bl)| (c + bc, l + bl));
     Evaluation {
         accuracy: correct as f64 / data.len() as f64,
         loss: loss_sum / data.len() as f64,
     }
+}
+
+/// Correct predictions and summed loss over the samples at `indices`.
+fn evaluate_batch(net: &Net, data: &Dataset, indices: &[usize], device: &Device) -> (i64, f64) {
+    let (images, labels) = batch(data, indices, device);
+    let logits = net.forward(images);
+    let loss = CrossEntropyLossConfig::new()
+        .init(device)
+        .forward(logits.clone(), labels.clone());
+    let loss_sum = f64::from(loss.into_scalar::<f32>()) * indices.len() as f64;
+    let predicted = logits.argmax(1).squeeze_dim::<1>(1);
+    let correct = predicted.equal(labels).int().sum().into_scalar::<i64>();
+    (correct, loss_sum)
 }
 
 /// The samples at `indices` as an image tensor and a label tensor.

@@ -9,7 +9,7 @@ use rand::seq::index;
 use crate::backend::BackendKind;
 use crate::config::EvalConfig;
 use crate::data::Dataset;
-use crate::model::{ModelKind, Net, flat};
+use crate::model::ModelKind;
 use crate::network::{ClientId, ClientInfo, Link, LinkEnd, Message, Update};
 use crate::report::RoundRecord;
 use crate::seed::{Purpose, stream};
@@ -85,13 +85,6 @@ impl Server {
 
     fn run_rounds(&mut self, clients: &[ClientInfo]) -> Result<Vec<f32>, FederationError> {
         let device = self.setup.backend.device();
-        let test = self.setup.test_data.clone();
-        let mut eval_net = Some(Net::new(
-            self.setup.model,
-            test.sample_shape(),
-            test.num_classes(),
-            &device,
-        ));
         let mut global: Arc<[f32]> = std::mem::take(&mut self.setup.initial_model).into();
         for round in 1..=self.setup.rounds {
             let started = Instant::now();
@@ -110,10 +103,8 @@ impl Server {
             let updates = self.collect(round, sampled.len())?;
             global = self.setup.strategy.aggregate(&global, &updates).into();
             let evaluation = self.is_eval_round(round).then(|| {
-                let net = flat::load(eval_net.take().expect("evaluation model is kept"), &global);
-                let evaluation = evaluate(&net, &test, self.setup.eval.batch_size, &device);
-                eval_net = Some(net);
-                evaluation
+                let setup = &self.setup;
+                evaluate(setup.model, &global, &setup.test_data, setup.eval.batch_size, &device)
             });
             let record = RoundRecord::new(
                 round,

@@ -1,0 +1,363 @@
+//! The command line: bad input gets a clear message naming the file and field, exit code 2,
+//! and never a panic; the partition command prints label counts.
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::{experiment, fedsim, root};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+
+const MNIST_FILES: [&str; 4] = [
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+];
+
+/// An experiment file in `dir` that uses the embedded MNIST, with `edit` applied to its JSON.
+fn config_with(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let text = fs::read_to_string(experiment("mnist-t1")).unwrap();
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["data"]["dir"] = root().join("datasets/mnist").to_str().unwrap().into();
+    edit(&mut value);
+    let path = dir.join("experiment.json");
+    fs::write(&path, value.to_string()).unwrap();
+    path
+}
+
+/// Runs `fedsim run` on `config` and checks the failure is reported as bad input.
+fn assert_rejected(config: &Path, expected: &[&str]) -> String {
+    let out = config.parent().unwrap().join("out");
+    let output = fedsim(&[
+        "run",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_bad_input(&output, expected)
+}
+
+fn assert_bad_input(output: &Output, expected: &[&str]) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+    for part in expected {
+        assert!(stderr.contains(part), "{part:?} not in: {stderr}");
+    }
+    stderr
+}
+
+#[test]
+fn unknown_field_is_named_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with(dir.path(), |v| v["client"]["learning_rate"] = 0.1.into());
+    assert_rejected(
+        &config,
+        &["experiment.json", "client", "unknown field `learning_rate`"],
+    );
+}
+
+#[test]
+fn each_validation_rule_names_its_field() {
+    let cases: &[(&str, serde_json::Value, &str)] = &[
+        (
+            "/federation/clients_per_round",
+            101.into(),
+            "federation.clients_per_round",
+        ),
+        (
+            "/federation/clients_per_round",
+            0.into(),
+            "federation.clients_per_round",
+        ),
+        (
+            "/federation/num_clients",
+            0.into(),
+            "federation.num_clients",
+        ),
+        ("/federation/rounds", 0.into(), "federation.rounds"),
+        (
+            "/federation/num_parallels",
+            0.into(),
+            "federation.num_parallels",
+        ),
+        ("/client/lr", 0.0.into(), "client.lr"),
+        ("/client/lr", (-0.1).into(), "client.lr"),
+        ("/client/momentum", 1.0.into(), "client.momentum"),
+        ("/client/weight_decay", (-1.0).into(), "client.weight_decay"),
+        ("/client/epochs", 0.into(), "client.epochs"),
+        ("/client/batch_size", 0.into(), "client.batch_size"),
+        ("/eval/every", 0.into(), "eval.every"),
+        ("/name", "a b".into(), "name"),
+        ("/model", "resnet".into(), "model"),
+        ("/data/dir", "/nonexistent/mnist".into(), "data.dir"),
+        (
+            "/partition",
+            serde_json::json!({"scheme": "dirichlet", "alpha": 0}),
+            "partition.alpha",
+        ),
+        (
+            "/partition",
+            serde_json::json!({"scheme": "shards", "num_shards": 150}),
+            "partition.num_shards",
+        ),
+        (
+            "/partition",
+            serde_json::json!({"scheme": "dirichlet"}),
+            "needs `alpha`",
+        ),
+        (
+            "/partition",
+            serde_json::json!({"file": "/nonexistent.json"}),
+            "partition.file",
+        ),
+        (
+            "/faults",
+            serde_json::json!([{"round": 99, "client": 0, "kind": "panic"}]),
+            "faults[0].round",
+        ),
+    ];
+    for (pointer, value, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_with(dir.path(), |v| {
+            let field = pointer.split('/').skip(1).fold(v, |node, key| &mut node[key]);
+            *field = value.clone();
+        });
+        assert_rejected(&config, &["experiment.json", expected]);
+    }
+}
+
+#[test]
+fn several_problems_are_reported_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with(dir.path(), |v| {
+        v["client"]["lr"] = 0.0.into();
+        v["federation"]["rounds"] = 0.into();
+    });
+    assert_rejected(&config, &["client.lr", "federation.rounds"]);
+}
+
+#[test]
+fn bad_set_override_is_rejected() {
+    let output = fedsim(&[
+        "run",
+        experiment("mnist-t1").to_str().unwrap(),
+        "--set",
+        "client.lr",
+    ]);
+    assert_bad_input(&output, &["--set", "path.to.field=value"]);
+}
+
+#[test]
+fn set_override_is_validated_like_the_file() {
+    let output = fedsim(&[
+        "partition",
+        experiment("mnist-t1").to_str().unwrap(),
+        "--set",
+        "federation.clients_per_round=500",
+    ]);
+    assert_bad_input(
+        &output,
+        &["mnist-t1.json", "federation.clients_per_round", "is 500"],
+    );
+}
+
+#[test]
+fn missing_experiment_file_is_named() {
+    let output = fedsim(&["run", "no-such-experiment.json"]);
+    assert_bad_input(&output, &["no-such-experiment.json"]);
+}
+
+#[test]
+fn unparsable_json_is_reported_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("experiment.json");
+    fs::write(&path, "{\"name\": \"x\",\n").unwrap();
+    assert_rejected(&path, &["experiment.json", "not valid JSON", "line 2"]);
+}
+
+/// A data folder holding copies of the embedded MNIST files (gzipped), with `name` replaced by
+/// `bytes` written raw (not gzipped) unless `gzip` is set.
+fn data_dir_with(dir: &Path, name: &str, bytes: &[u8], gzip: bool) -> PathBuf {
+    let data = dir.join("mnist");
+    fs::create_dir_all(&data).unwrap();
+    for file in MNIST_FILES.iter().filter(|&&f| f != name) {
+        let source = root().join("datasets/mnist").join(format!("{file}.gz"));
+        fs::copy(source, data.join(format!("{file}.gz"))).unwrap();
+    }
+    if gzip {
+        let mut encoder = GzEncoder::new(Vec::new(), Compression::fast());
+        encoder.write_all(bytes).unwrap();
+        fs::write(data.join(format!("{name}.gz")), encoder.finish().unwrap()).unwrap();
+    } else {
+        fs::write(data.join(name), bytes).unwrap();
+    }
+    data
+}
+
+fn config_for_data(dir: &Path, data: &Path) -> PathBuf {
+    config_with(dir, |v| v["data"]["dir"] = data.to_str().unwrap().into())
+}
+
+fn labels_file(count: u32) -> Vec<u8> {
+    let mut bytes = vec![0, 0, 8, 1];
+    bytes.extend(count.to_be_bytes());
+    bytes.extend((0..count).map(|i| (i % 10) as u8));
+    bytes
+}
+
+#[test]
+fn truncated_idx_file_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut labels = labels_file(10_000);
+    labels.truncate(5_000);
+    let data = data_dir_with(dir.path(), "t10k-labels-idx1-ubyte", &labels, false);
+    let config = config_for_data(dir.path(), &data);
+    assert_rejected(
+        &config,
+        &[
+            "t10k-labels-idx1-ubyte",
+            "truncated",
+            "need 10000",
+            "found 4992",
+        ],
+    );
+}
+
+#[test]
+fn wrong_magic_number_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut labels = labels_file(10_000);
+    labels[..4].copy_from_slice(b"\x1f\x8b\x08\x00");
+    let data = data_dir_with(dir.path(), "t10k-labels-idx1-ubyte", &labels, false);
+    let config = config_for_data(dir.path(), &data);
+    assert_rejected(&config, &["t10k-labels-idx1-ubyte", "magic number"]);
+}
+
+#[test]
+fn corrupt_gzip_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir_with(
+        dir.path(),
+        "train-labels-idx1-ubyte",
+        &labels_file(60_000),
+        true,
+    );
+    let gz = data.join("train-labels-idx1-ubyte.gz");
+    let mut bytes = fs::read(&gz).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle..].iter_mut().for_each(|b| *b ^= 0x5a);
+    fs::write(&gz, bytes).unwrap();
+    let config = config_for_data(dir.path(), &data);
+    assert_rejected(
+        &config,
+        &["train-labels-idx1-ubyte.gz", "cannot be decompressed"],
+    );
+}
+
+#[test]
+fn label_count_that_disagrees_with_the_images_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir_with(
+        dir.path(),
+        "t10k-labels-idx1-ubyte",
+        &labels_file(9_999),
+        false,
+    );
+    let config = config_for_data(dir.path(), &data);
+    assert_rejected(
+        &config,
+        &["t10k-labels-idx1-ubyte", "[9999]", "expected [10000]"],
+    );
+}
+
+#[test]
+fn a_file_that_differs_from_its_checksum_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir_with(
+        dir.path(),
+        "t10k-labels-idx1-ubyte",
+        &labels_file(10_000),
+        false,
+    );
+    fs::copy(
+        root().join("datasets/mnist/SHA256SUMS"),
+        data.join("SHA256SUMS"),
+    )
+    .unwrap();
+    let config = config_for_data(dir.path(), &data);
+    assert_rejected(
+        &config,
+        &["t10k-labels-idx1-ubyte", "does not match SHA256SUMS"],
+    );
+}
+
+#[test]
+fn missing_data_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir_with(
+        dir.path(),
+        "t10k-labels-idx1-ubyte",
+        &labels_file(10_000),
+        false,
+    );
+    fs::remove_file(data.join("t10k-labels-idx1-ubyte")).unwrap();
+    let config = config_for_data(dir.path(), &data);
+    assert_rejected(&config, &["cannot read", "t10k-labels-idx1-ubyte"]);
+}
+
+#[test]
+fn unreachable_dirichlet_min_size_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with(dir.path(), |v| {
+        v["partition"] = serde_json::json!({"scheme": "dirichlet", "alpha": 0.01, "min_size": 600});
+    });
+    assert_rejected(&config, &["min_size 600", "lower partition.min_size"]);
+}
+
+#[test]
+fn partition_command_prints_label_counts_per_client() {
+    let output = fedsim(&[
+        "partition",
+        experiment("mnist-cnn-shards").to_str().unwrap(),
+    ]);
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let rows: Vec<Vec<usize>> = stdout
+        .lines()
+        .skip(1)
+        .map(|line| {
+            line.split_whitespace()
+                .map(|n| n.parse().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 100);
+    for (client, row) in rows.iter().enumerate() {
+        assert_eq!(row[0], client);
+        assert_eq!(row[1], 600, "each client holds two shards of 300");
+        assert_eq!(row[2..].iter().sum::<usize>(), 600);
+        assert!(row[2..].iter().filter(|&&n| n > 0).count() <= 4);
+    }
+}
+
+#[test]
+fn help_documents_both_commands() {
+    let output = fedsim(&["--help"]);
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        stdout.contains("run") && stdout.contains("partition"),
+        "{stdout}"
+    );
+    let output = fedsim(&["run", "--help"]);
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    for flag in ["--out", "--backend", "--set", "--quiet"] {
+        assert!(stdout.contains(flag), "{flag} not in {stdout}");
+    }
+}

@@ -1,0 +1,74 @@
+//! Helpers shared by the end-to-end tests: the real binary, the shipped experiments, and
+//! readers for a run folder.
+
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A shipped experiment file.
+pub fn experiment(name: &str) -> PathBuf {
+    root().join("experiments").join(format!("{name}.json"))
+}
+
+/// Runs the `fedsim` binary with `args` and returns what it did.
+pub fn fedsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fedsim"))
+        .args(args)
+        .output()
+        .expect("the fedsim binary runs")
+}
+
+/// Runs `fedsim run EXPERIMENT --out OUT --quiet` with extra `--set`s and asserts it succeeds.
+pub fn run_ok(experiment: &Path, out: &Path, sets: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let output = fedsim(&args);
+    assert!(
+        output.status.success(),
+        "fedsim {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// The lines of a run's `metrics.jsonl` with the timing field removed: what must be identical
+/// between reruns.
+pub fn metrics_without_timing(run: &Path) -> Vec<String> {
+    fs::read_to_string(run.join("metrics.jsonl"))
+        .expect("metrics.jsonl exists")
+        .lines()
+        .map(|line| {
+            let mut record: Value = serde_json::from_str(line).expect("each line is JSON");
+            record.as_object_mut().unwrap().remove("wall_ms");
+            record.to_string()
+        })
+        .collect()
+}
+
+/// A run's `summary.json`.
+pub fn summary(run: &Path) -> Value {
+    let text = fs::read_to_string(run.join("summary.json")).expect("summary.json exists");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The final model a run wrote, as raw bytes.
+pub fn model_bytes(run: &Path) -> Vec<u8> {
+    fs::read(run.join("model.f32")).expect("model.f32 exists")
+}

@@ -1,0 +1,102 @@
+//! A failing client is a reported event: the run stops cleanly, names the client and round,
+//! and keeps the rounds it finished.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{experiment, metrics_without_timing};
+
+/// Far longer than the two short rounds take; a hang would blow through it.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Runs the benchmark config for 4 rounds with `fault` injected, under a deadline.
+fn run_with_fault(fault: &str) -> (Option<i32>, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fedsim"))
+        .args([
+            "run",
+            experiment("mnist-t1").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--set",
+            "federation.rounds=4",
+            "--set",
+            &format!("faults=[{fault}]"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > DEADLINE {
+            child.kill().unwrap();
+            panic!("fedsim did not stop within {DEADLINE:?} after a client failure");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    (status.code(), stderr, dir)
+}
+
+#[test]
+fn a_panicking_client_stops_the_run_with_a_report_naming_it() {
+    let client = sampled_clients(3)[4];
+    let fault = format!(r#"{{"round": 3, "client": {client}, "kind": "panic"}}"#);
+    let (code, stderr, dir) = run_with_fault(&fault);
+    assert_eq!(code, Some(1), "{stderr}");
+    let message = stderr.lines().last().unwrap();
+    assert!(
+        message.starts_with(&format!("error: client {client} failed in round 3")),
+        "{stderr}"
+    );
+    assert!(message.contains("panicked: injected panic"), "{stderr}");
+    let finished = metrics_without_timing(&dir.path().join("run"));
+    assert_eq!(finished.len(), 2, "rounds before the failure are kept");
+}
+
+#[test]
+fn a_client_error_stops_the_run_with_a_report_naming_it() {
+    let client = sampled_clients(1)[0];
+    let fault = format!(r#"{{"round": 1, "client": {client}, "kind": "error"}}"#);
+    let (code, stderr, dir) = run_with_fault(&fault);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "client {client} failed in round 1: injected failure"
+        )),
+        "{stderr}"
+    );
+    assert!(metrics_without_timing(&dir.path().join("run")).is_empty());
+}
+
+#[test]
+fn an_unsampled_faulty_client_changes_nothing() {
+    let sampled = sampled_clients(1);
+    let idle = (0..100).find(|c| !sampled.contains(c)).unwrap();
+    let fault = format!(r#"{{"round": 1, "client": {idle}, "kind": "panic"}}"#);
+    let (code, stderr, _dir) = run_with_fault(&fault);
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// The clients the benchmark config samples in `round`, read from a clean run's metrics.
+fn sampled_clients(round: u32) -> Vec<u64> {
+    let dir = tempfile::tempdir().unwrap();
+    let rounds = format!("federation.rounds={round}");
+    common::run_ok(&experiment("mnist-t1"), dir.path(), &[&rounds]);
+    let metrics = metrics_without_timing(dir.path());
+    let line: serde_json::Value = serde_json::from_str(&metrics[round as usize - 1]).unwrap();
+    line["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect()
+}
