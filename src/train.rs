@@ -9,8 +9,8 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::seq::SliceRandom;
-use rayon::prelude::*;
 use rand_chacha::ChaCha12Rng;
+use rayon::prelude::*;
 
 use crate::config::ClientConfig;
 use crate::data::Dataset;
@@ -126,7 +126,9 @@ pub fn evaluate(
     };
     let sums: Vec<(i64, f64)> = all
         .par_chunks(batch_size)
-        .map_init(new_net, |net, chunk| evaluate_batch(net, data, chunk, device))
+        .map_init(new_net, |net, chunk| {
+            evaluate_batch(net, data, chunk, device)
+        })
         .collect();
     let (correct, loss_sum) = sums
         .iter()

@@ -126,7 +126,10 @@ fn each_validation_rule_names_its_field() {
     for (pointer, value, expected) in cases {
         let dir = tempfile::tempdir().unwrap();
         let config = config_with(dir.path(), |v| {
-            let field = pointer.split('/').skip(1).fold(v, |node, key| &mut node[key]);
+            let field = pointer
+                .split('/')
+                .skip(1)
+                .fold(v, |node, key| &mut node[key]);
             *field = value.clone();
         });
         assert_rejected(&config, &["experiment.json", expected]);

@@ -104,7 +104,13 @@ impl Server {
             global = self.setup.strategy.aggregate(&global, &updates).into();
             let evaluation = self.is_eval_round(round).then(|| {
                 let setup = &self.setup;
-                evaluate(setup.model, &global, &setup.test_data, setup.eval.batch_size, &device)
+                evaluate(
+                    setup.model,
+                    &global,
+                    &setup.test_data,
+                    setup.eval.batch_size,
+                    &device,
+                )
             });
             let record = RoundRecord::new(
                 round,
