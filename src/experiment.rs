@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::Error;
 use crate::config::{DatasetKind, ExperimentConfig, PartitionConfig};
 use crate::data::partition::Partition;
-use crate::data::{TrainTest, mnist};
+use crate::data::{Dataset, mnist};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
 use crate::report::{Progress, RoundRecord, RunFolder, Summary};
@@ -17,7 +17,8 @@ use crate::trainer::{Trainer, TrainerSetup};
 /// An experiment with its data loaded and partitioned, ready to run.
 pub struct Experiment {
     config: ExperimentConfig,
-    data: TrainTest,
+    train: Arc<Dataset>,
+    test: Arc<Dataset>,
     partition: Arc<Partition>,
 }
 
@@ -38,10 +39,11 @@ impl Experiment {
         let data = match config.data.dataset {
             DatasetKind::Mnist => mnist::load(&config.data.dir, config.data.normalize)?,
         };
-        let partition = partition(&config, &data)?;
+        let partition = partition(&config, &data.train)?;
         Ok(Self {
             config,
-            data,
+            train: Arc::new(data.train),
+            test: Arc::new(data.test),
             partition: Arc::new(partition),
         })
     }
@@ -61,7 +63,7 @@ impl Experiment {
         self.partition
             .clients
             .iter()
-            .map(|indices| self.data.train.label_counts(indices))
+            .map(|indices| self.train.label_counts(indices))
             .collect()
     }
 
@@ -71,8 +73,7 @@ impl Experiment {
         let config = &self.config;
         folder.write_json("config.json", config)?;
         folder.write_json("partition.json", &*self.partition)?;
-        let train = Arc::new(self.data.train.clone());
-        let test = Arc::new(self.data.test.clone());
+        let (train, test) = (&self.train, &self.test);
         let layout = Layout::of(&Net::new(
             config.model,
             train.sample_shape(),
@@ -84,7 +85,7 @@ impl Experiment {
         let trainer = Trainer::new(
             TrainerSetup {
                 seed: config.seed,
-                data: train,
+                data: train.clone(),
                 partition: self.partition.clone(),
                 model: config.model,
                 client: config.client.clone(),
@@ -100,7 +101,7 @@ impl Experiment {
             clients_per_round: config.federation.clients_per_round,
             initial_model,
             strategy: strategy::from_kind(config.strategy.name),
-            test_data: test,
+            test_data: test.clone(),
             eval: config.eval,
             model: config.model,
             backend: config.backend,
@@ -126,15 +127,15 @@ impl Experiment {
     }
 }
 
-fn partition(config: &ExperimentConfig, data: &TrainTest) -> Result<Partition, Error> {
+fn partition(config: &ExperimentConfig, train: &Dataset) -> Result<Partition, Error> {
     let num_clients = config.federation.num_clients;
-    let labels = data.train.labels();
+    let labels = train.labels();
     let rng = &mut stream(config.seed, Purpose::Partition, 0, 0);
     Ok(match &config.partition {
         PartitionConfig::Iid => Partition::iid(labels.len(), num_clients, rng),
         PartitionConfig::Dirichlet { alpha, min_size } => Partition::dirichlet(
             labels,
-            data.train.num_classes(),
+            train.num_classes(),
             num_clients,
             *alpha,
             *min_size,

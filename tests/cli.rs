@@ -215,104 +215,73 @@ fn labels_file(count: u32) -> Vec<u8> {
     bytes
 }
 
+/// Replaces the test labels with raw `bytes`, lets `tweak` edit the data folder, and checks
+/// that a run is rejected with each of `expected` in its message.
+fn assert_test_labels_rejected(bytes: &[u8], tweak: impl FnOnce(&Path), expected: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir_with(dir.path(), "t10k-labels-idx1-ubyte", bytes, false);
+    tweak(&data);
+    let config = config_for_data(dir.path(), &data);
+    assert_rejected(&config, expected);
+}
+
 #[test]
 fn truncated_idx_file_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
     let mut labels = labels_file(10_000);
     labels.truncate(5_000);
-    let data = data_dir_with(dir.path(), "t10k-labels-idx1-ubyte", &labels, false);
-    let config = config_for_data(dir.path(), &data);
-    assert_rejected(
-        &config,
-        &[
-            "t10k-labels-idx1-ubyte",
-            "truncated",
-            "need 10000",
-            "found 4992",
-        ],
-    );
+    let expected = [
+        "t10k-labels-idx1-ubyte",
+        "truncated",
+        "need 10000",
+        "found 4992",
+    ];
+    assert_test_labels_rejected(&labels, |_| {}, &expected);
 }
 
 #[test]
 fn wrong_magic_number_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
     let mut labels = labels_file(10_000);
     labels[..4].copy_from_slice(b"\x1f\x8b\x08\x00");
-    let data = data_dir_with(dir.path(), "t10k-labels-idx1-ubyte", &labels, false);
-    let config = config_for_data(dir.path(), &data);
-    assert_rejected(&config, &["t10k-labels-idx1-ubyte", "magic number"]);
+    let expected = ["t10k-labels-idx1-ubyte", "magic number"];
+    assert_test_labels_rejected(&labels, |_| {}, &expected);
+}
+
+#[test]
+fn label_count_that_disagrees_with_the_images_is_reported() {
+    let expected = ["t10k-labels-idx1-ubyte", "[9999]", "expected [10000]"];
+    assert_test_labels_rejected(&labels_file(9_999), |_| {}, &expected);
+}
+
+#[test]
+fn a_file_that_differs_from_its_checksum_is_reported() {
+    let copy_checksums = |data: &Path| {
+        let sums = root().join("datasets/mnist/SHA256SUMS");
+        fs::copy(sums, data.join("SHA256SUMS")).unwrap();
+    };
+    let expected = ["t10k-labels-idx1-ubyte", "does not match SHA256SUMS"];
+    assert_test_labels_rejected(&labels_file(10_000), copy_checksums, &expected);
+}
+
+#[test]
+fn missing_data_file_is_named() {
+    let remove = |data: &Path| fs::remove_file(data.join("t10k-labels-idx1-ubyte")).unwrap();
+    let expected = ["cannot read", "t10k-labels-idx1-ubyte"];
+    assert_test_labels_rejected(&labels_file(10_000), remove, &expected);
 }
 
 #[test]
 fn corrupt_gzip_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let data = data_dir_with(
-        dir.path(),
-        "train-labels-idx1-ubyte",
-        &labels_file(60_000),
-        true,
-    );
+    let labels = labels_file(60_000);
+    let data = data_dir_with(dir.path(), "train-labels-idx1-ubyte", &labels, true);
     let gz = data.join("train-labels-idx1-ubyte.gz");
     let mut bytes = fs::read(&gz).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle..].iter_mut().for_each(|b| *b ^= 0x5a);
     fs::write(&gz, bytes).unwrap();
     let config = config_for_data(dir.path(), &data);
-    assert_rejected(
-        &config,
-        &["train-labels-idx1-ubyte.gz", "cannot be decompressed"],
-    );
-}
-
-#[test]
-fn label_count_that_disagrees_with_the_images_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_dir_with(
-        dir.path(),
-        "t10k-labels-idx1-ubyte",
-        &labels_file(9_999),
-        false,
-    );
-    let config = config_for_data(dir.path(), &data);
-    assert_rejected(
-        &config,
-        &["t10k-labels-idx1-ubyte", "[9999]", "expected [10000]"],
-    );
-}
-
-#[test]
-fn a_file_that_differs_from_its_checksum_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_dir_with(
-        dir.path(),
-        "t10k-labels-idx1-ubyte",
-        &labels_file(10_000),
-        false,
-    );
-    fs::copy(
-        root().join("datasets/mnist/SHA256SUMS"),
-        data.join("SHA256SUMS"),
-    )
-    .unwrap();
-    let config = config_for_data(dir.path(), &data);
-    assert_rejected(
-        &config,
-        &["t10k-labels-idx1-ubyte", "does not match SHA256SUMS"],
-    );
-}
-
-#[test]
-fn missing_data_file_is_named() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_dir_with(
-        dir.path(),
-        "t10k-labels-idx1-ubyte",
-        &labels_file(10_000),
-        false,
-    );
-    fs::remove_file(data.join("t10k-labels-idx1-ubyte")).unwrap();
-    let config = config_for_data(dir.path(), &data);
-    assert_rejected(&config, &["cannot read", "t10k-labels-idx1-ubyte"]);
+    let expected = ["train-labels-idx1-ubyte.gz", "cannot be decompressed"];
+    assert_rejected(&config, &expected);
 }
 
 #[test]
