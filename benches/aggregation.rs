@@ -14,7 +14,7 @@ fn fedavg(c: &mut Criterion) {
     let updates: Vec<Update> = (0..CLIENTS)
         .map(|client| Update {
             round: 1,
-            client,
+            clients: vec![client],
             num_samples: 500 + client,
             train_loss: 0.0,
             params: (0..CNN_PARAMS)

@@ -17,7 +17,7 @@ use fedsim::data::{Dataset, Normalization, mnist};
 use fedsim::model::flat::{Layout, initial_params};
 use fedsim::model::{ModelKind, Net};
 use fedsim::seed::{Purpose, stream};
-use fedsim::trainer::{Job, Trainer, TrainerSetup};
+use fedsim::trainer::{ClientTrainer, Job, Trainer, TrainerSetup};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -73,6 +73,7 @@ fn train_round(trainer: &Trainer, model: &Arc<[f32]>, clients: usize) {
     for client in 0..clients {
         let job = Job {
             round: 1,
+            edge_round: 0,
             client,
             model: model.clone(),
         };

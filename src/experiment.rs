@@ -1,5 +1,6 @@
 //! One experiment end to end: data, partition, initial model, federation, results.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::Error;
@@ -11,7 +12,7 @@ use crate::model::flat::{Layout, initial_params};
 use crate::report::{Progress, RoundRecord, RunFolder, Summary};
 use crate::seed::{Purpose, stream};
 use crate::strategy;
-use crate::topology::{self, ServerSetup};
+use crate::topology::{self, Evaluator, GroupSetup, Plan, ServerSetup};
 use crate::trainer::{Trainer, TrainerSetup};
 
 /// An experiment with its data loaded and partitioned, ready to run.
@@ -99,15 +100,54 @@ impl Experiment {
             seed: config.seed,
             rounds: config.federation.rounds,
             clients_per_round: config.federation.clients_per_round,
+            deadline_s: config.availability.deadline_s,
             initial_model,
             strategy: strategy::from_kind(config.strategy.name),
-            test_data: test.clone(),
-            eval: config.eval,
-            model: config.model,
-            backend: config.backend,
+            evaluator: Some(Evaluator {
+                test_data: test.clone(),
+                eval: config.eval,
+                model: config.model,
+                backend: config.backend,
+            }),
+        };
+        let speeds = Arc::new(
+            config
+                .network
+                .compute
+                .speeds(config.seed, config.federation.num_clients),
+        );
+        let groups = config
+            .topology
+            .groups(config.federation.num_clients)
+            .iter()
+            .enumerate()
+            .map(|(index, ids)| GroupSetup {
+                index,
+                clients: trainer.clients(ids),
+                seed: config.seed,
+                dropout: config.availability.dropout,
+                epochs: config.client.epochs,
+                speeds: speeds.clone(),
+            })
+            .collect();
+        let mut scheduler_panics: HashMap<usize, Vec<u32>> = HashMap::new();
+        for fault in &config.faults {
+            if let Some(scheduler) = fault.scheduler {
+                scheduler_panics
+                    .entry(scheduler)
+                    .or_default()
+                    .push(fault.round);
+            }
+        }
+        let plan = Plan {
+            server,
+            topology: config.topology.clone(),
+            network: config.network.clone(),
+            groups,
+            scheduler_panics,
         };
         let mut rounds = Vec::new();
-        let federation = topology::run_flat(server, trainer, |record| {
+        let federation = topology::run(plan, Arc::new(trainer), |record| {
             folder.append_round(&record)?;
             progress.round(&record);
             rounds.push(record);

@@ -109,14 +109,28 @@ fn run(
     progress.finish();
     let summary = result?.summary;
     println!(
-        "done: test accuracy {:.2}% (best {:.2}%) after {} rounds in {:.1} s; {} MB down, {} MB up",
+        "done: test accuracy {:.2}% (best {:.2}%) after {} rounds in {:.1} s",
         100.0 * summary.final_accuracy,
         100.0 * summary.best_accuracy,
         summary.rounds,
         summary.wall_seconds,
-        summary.total_bytes_down / 1_000_000,
-        summary.total_bytes_up / 1_000_000,
     );
+    for tier in &summary.traffic {
+        println!(
+            "  {} tier: {:.1} MB down in {} messages, {:.1} MB up in {} messages",
+            tier.tier,
+            tier.bytes_down as f64 / 1e6,
+            tier.messages_down,
+            tier.bytes_up as f64 / 1e6,
+            tier.messages_up,
+        );
+    }
+    if summary.sim_time_s > 0.0 || summary.dropped_clients > 0 {
+        println!(
+            "  simulated time {:.1} s; {} sampled clients left out",
+            summary.sim_time_s, summary.dropped_clients
+        );
+    }
     Ok(())
 }
 

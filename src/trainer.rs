@@ -37,11 +37,13 @@ pub struct TrainerSetup {
     pub faults: Vec<FaultConfig>,
 }
 
-/// One client's work in one round.
+/// One client's work in one round (or one edge round of it).
 #[derive(Debug, Clone)]
 pub struct Job {
     /// The round.
     pub round: u32,
+    /// The edge round within the round (0 unless a scheduler runs several).
+    pub edge_round: u32,
     /// The client to train.
     pub client: ClientId,
     /// The global model to start from.
@@ -58,6 +60,13 @@ pub struct ClientFailure {
     pub client: ClientId,
     /// The error or panic message.
     pub error: String,
+}
+
+/// What a client group hands its clients' work to. [`Trainer`] trains them on burn; the
+/// message-path benchmark plugs in one that answers at once, to time the tree alone.
+pub trait ClientTrainer: Send + Sync {
+    /// Queues a job; its result must be sent to `done` when the client has trained or failed.
+    fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>);
 }
 
 /// A pool of workers that train clients.
@@ -90,22 +99,20 @@ impl Trainer {
         })
     }
 
-    /// The clients this trainer can train, with their sample counts, in id order.
-    pub fn clients(&self) -> Vec<ClientInfo> {
+    /// The given clients with their sample counts.
+    pub fn clients(&self, ids: &[ClientId]) -> Vec<ClientInfo> {
         let partition = &self.shared.setup.partition;
-        partition
-            .clients
-            .iter()
-            .enumerate()
-            .map(|(id, indices)| ClientInfo {
+        ids.iter()
+            .map(|&id| ClientInfo {
                 id,
-                num_samples: indices.len(),
+                num_samples: partition.clients[id].len(),
             })
             .collect()
     }
+}
 
-    /// Queues a job; its result is sent to `done` when the client has trained or failed.
-    pub fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>) {
+impl ClientTrainer for Trainer {
+    fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>) {
         let shared = self.shared.clone();
         self.pool.spawn(move || {
             // The receiver is gone only when the group is shutting down after a failure;
@@ -150,18 +157,16 @@ impl Shared {
         let net = flat::load(net, &job.model);
         self.inject_fault(job.round, job.client)?;
         let indices = &setup.partition.clients[job.client];
-        let mut rng = stream(
-            setup.seed,
-            Purpose::LocalShuffle,
-            job.round,
-            job.client as u32,
-        );
+        let purpose = Purpose::LocalShuffle {
+            edge_round: job.edge_round,
+        };
+        let mut rng = stream(setup.seed, purpose, job.round, job.client as u32);
         let result = local_train(net, &setup.data, indices, &setup.client, &mut rng, &device)?;
         let params = flat::flatten(&result.net);
         *slot = Some(result.net);
         Ok(Update {
             round: job.round,
-            client: job.client,
+            clients: vec![job.client],
             num_samples: indices.len(),
             train_loss: result.mean_loss,
             params,
@@ -173,7 +178,7 @@ impl Shared {
             .setup
             .faults
             .iter()
-            .find(|f| f.round == round && f.client == client);
+            .find(|f| f.round == round && f.client == Some(client));
         match fault.map(|f| f.kind) {
             Some(FaultKind::Panic) => panic!("injected panic"),
             Some(FaultKind::Error) => Err(TrainError::Injected),

@@ -58,11 +58,19 @@ fn run_folder_holds_config_partition_metrics_summary_and_model() {
     let metrics = common::metrics_without_timing(dir.path());
     assert_eq!(metrics.len(), 2);
     let first: serde_json::Value = serde_json::from_str(&metrics[0]).unwrap();
-    // Ten downlinks and ten uplinks of the 199,210-parameter MLP, plus headers.
-    assert_eq!(first["messages_down"], 10);
-    assert_eq!(first["bytes_down"], 10 * (16 + 4 * 199_210));
-    assert_eq!(first["bytes_up"], 10 * (16 + 16 + 4 * 199_210));
+    // Flat: one tier, ten downlinks and ten uplinks of the 199,210-parameter MLP, each with a
+    // 16-byte header; a downlink also carries a deadline and one client id, an uplink a sample
+    // count, a loss and one client id.
+    let traffic = first["traffic"].as_array().unwrap();
+    assert_eq!(traffic.len(), 1);
+    assert_eq!(traffic[0]["tier"], "server");
+    assert_eq!(traffic[0]["messages_down"], 10);
+    assert_eq!(traffic[0]["bytes_down"], 10 * (16 + 8 + 4 + 4 * 199_210));
+    assert_eq!(traffic[0]["messages_up"], 10);
+    assert_eq!(traffic[0]["bytes_up"], 10 * (16 + 16 + 4 + 4 * 199_210));
     assert_eq!(first["clients"].as_array().unwrap().len(), 10);
+    assert_eq!(first["dropped"].as_array().unwrap().len(), 0);
+    assert_eq!(first["sim_round_s"], 0.0);
     let model = common::model_bytes(dir.path());
     assert_eq!(model.len(), 4 * 199_210);
 }

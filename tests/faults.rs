@@ -13,6 +13,15 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 /// Runs the benchmark config for 4 rounds with `fault` injected, under a deadline.
 fn run_with_fault(fault: &str) -> (Option<i32>, String, tempfile::TempDir) {
+    run_with_fault_in(fault, r#"{"kind": "flat"}"#)
+}
+
+/// Four schedulers relaying for 25 clients each (scheduler s hosts clients 25s to 25s + 24).
+const HIERARCHY: &str = r#"{"kind": "hierarchical", "schedulers": 4, "mode": "relay"}"#;
+
+/// Runs the benchmark config for 4 rounds on `topology` with `fault` injected, under a
+/// deadline.
+fn run_with_fault_in(fault: &str, topology: &str) -> (Option<i32>, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut child = Command::new(env!("CARGO_BIN_EXE_fedsim"))
@@ -26,6 +35,8 @@ fn run_with_fault(fault: &str) -> (Option<i32>, String, tempfile::TempDir) {
             "federation.rounds=4",
             "--set",
             &format!("faults=[{fault}]"),
+            "--set",
+            &format!("topology={topology}"),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -68,12 +79,9 @@ fn a_client_error_stops_the_run_with_a_report_naming_it() {
     let fault = format!(r#"{{"round": 1, "client": {client}, "kind": "error"}}"#);
     let (code, stderr, dir) = run_with_fault(&fault);
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "client {client} failed in round 1: injected failure"
-        )),
-        "{stderr}"
-    );
+    let expected =
+        format!("error: client {client} failed in round 1 (client group 0): injected failure");
+    assert_eq!(stderr.lines().last().unwrap(), expected, "{stderr}");
     assert!(metrics_without_timing(&dir.path().join("run")).is_empty());
 }
 
@@ -84,6 +92,32 @@ fn an_unsampled_faulty_client_changes_nothing() {
     let fault = format!(r#"{{"round": 1, "client": {idle}, "kind": "panic"}}"#);
     let (code, stderr, _dir) = run_with_fault(&fault);
     assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn a_panicking_scheduler_is_reported_with_its_place_and_the_tree_shuts_down() {
+    let scheduler = sampled_clients(2)[0] / 25;
+    let fault = format!(r#"{{"round": 2, "scheduler": {scheduler}, "kind": "panic"}}"#);
+    let (code, stderr, dir) = run_with_fault_in(&fault, HIERARCHY);
+    assert_eq!(code, Some(1), "{stderr}");
+    let expected = format!(
+        "error: the scheduler {scheduler} (client connector) stopped unexpectedly: panicked: injected panic"
+    );
+    assert_eq!(stderr.lines().last().unwrap(), expected, "{stderr}");
+    assert_eq!(metrics_without_timing(&dir.path().join("run")).len(), 1);
+}
+
+#[test]
+fn a_failing_client_under_a_scheduler_is_reported_with_its_path() {
+    let client = sampled_clients(2)[3];
+    let fault = format!(r#"{{"round": 2, "client": {client}, "kind": "error"}}"#);
+    let (code, stderr, _dir) = run_with_fault_in(&fault, HIERARCHY);
+    assert_eq!(code, Some(1), "{stderr}");
+    let group = client / 25;
+    let expected = format!(
+        "error: client {client} failed in round 2 (scheduler {group} > client group {group}): injected failure"
+    );
+    assert_eq!(stderr.lines().last().unwrap(), expected, "{stderr}");
 }
 
 /// The clients the benchmark config samples in `round`, read from a clean run's metrics.

@@ -1,12 +1,59 @@
-//! A two-way link between two tiers: a pair of flume channels that count what they carry.
+//! A two-way link between two tiers: a pair of flume channels that count what they carry and
+//! stamp each message with its simulated arrival time.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::Message;
+use serde::{Deserialize, Serialize};
+
+use super::{ClientId, Envelope, Message, NodeId};
+
+/// Latency and bandwidth of a simulated connection. Transfers do not slow each other down:
+/// each message costs `latency + size / bandwidth`, as if every connection were its own.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkProfile {
+    /// One-way latency in milliseconds. Default 0.
+    #[serde(default)]
+    pub latency_ms: f64,
+    /// Bandwidth in megabits per second; absent means unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_mbps: Option<f64>,
+}
+
+impl LinkProfile {
+    /// Simulated seconds to move `bytes` across the link.
+    pub fn transfer_seconds(&self, bytes: u64) -> f64 {
+        let serialisation = self
+            .bandwidth_mbps
+            .map_or(0.0, |mbps| bytes as f64 * 8.0 / (mbps * 1e6));
+        self.latency_ms / 1000.0 + serialisation
+    }
+}
+
+/// The profiles of a link: one for the link, and per-client ones where the link stands for
+/// many client connections (between a client group and its parent).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LinkProfiles {
+    /// Applies to every message without a client-specific profile.
+    pub default: LinkProfile,
+    /// Applies to messages that concern exactly this client.
+    pub per_client: HashMap<ClientId, LinkProfile>,
+}
+
+impl LinkProfiles {
+    /// The profile a message crosses the link with.
+    pub fn for_message(&self, message: &Message) -> &LinkProfile {
+        message
+            .single_client()
+            .and_then(|client| self.per_client.get(&client))
+            .unwrap_or(&self.default)
+    }
+}
 
 /// Messages and bytes sent in one direction.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Traffic {
     /// Messages sent.
     pub messages: u64,
@@ -25,6 +72,17 @@ impl std::ops::Sub for Traffic {
     }
 }
 
+impl std::ops::Add for Traffic {
+    type Output = Traffic;
+
+    fn add(self, other: Traffic) -> Traffic {
+        Traffic {
+            messages: self.messages + other.messages,
+            bytes: self.bytes + other.bytes,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counter {
     messages: AtomicU64,
@@ -32,10 +90,9 @@ struct Counter {
 }
 
 impl Counter {
-    fn add(&self, message: &Message) {
+    fn add(&self, bytes: u64) {
         self.messages.fetch_add(1, Ordering::Relaxed);
-        self.bytes
-            .fetch_add(message.wire_bytes(), Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     fn read(&self) -> Traffic {
@@ -54,22 +111,28 @@ pub struct Link {
 }
 
 impl Link {
-    /// A new link, returned with its upper end (the side nearer the server) and its lower end.
-    pub fn new() -> (Link, LinkEnd, LinkEnd) {
+    /// A new link between `upper` (nearer the server) and `lower`, returned with the ends each
+    /// of them holds.
+    pub fn new(upper: NodeId, lower: NodeId, profiles: LinkProfiles) -> (Link, LinkEnd, LinkEnd) {
         let link = Link::default();
+        let profiles = Arc::new(profiles);
         let (down_tx, down_rx) = flume::unbounded();
         let (up_tx, up_rx) = flume::unbounded();
-        let upper = LinkEnd {
+        let upper_end = LinkEnd {
+            owner: upper,
             tx: down_tx,
             rx: up_rx,
             sent: link.down.clone(),
+            profiles: profiles.clone(),
         };
-        let lower = LinkEnd {
+        let lower_end = LinkEnd {
+            owner: lower,
             tx: up_tx,
             rx: down_rx,
             sent: link.up.clone(),
+            profiles,
         };
-        (link, upper, lower)
+        (link, upper_end, lower_end)
     }
 
     /// Everything sent downward (towards the clients) so far.
@@ -86,9 +149,11 @@ impl Link {
 /// One end of a [`Link`]: sends to and receives from the other end.
 #[derive(Debug)]
 pub struct LinkEnd {
-    tx: flume::Sender<Message>,
-    rx: flume::Receiver<Message>,
+    owner: NodeId,
+    tx: flume::Sender<Envelope>,
+    rx: flume::Receiver<Envelope>,
     sent: Arc<Counter>,
+    profiles: Arc<LinkProfiles>,
 }
 
 /// The other end of a link has gone: its thread ended or failed.
@@ -97,19 +162,27 @@ pub struct LinkEnd {
 pub struct Disconnected;
 
 impl LinkEnd {
-    /// Sends a message, counting it.
-    pub fn send(&self, message: Message) -> Result<(), Disconnected> {
-        self.sent.add(&message);
-        self.tx.send(message).map_err(|_| Disconnected)
+    /// Sends `message` at simulated time `now`, counting it; it arrives after the link's
+    /// transfer time.
+    pub fn send(&self, message: Message, now: f64) -> Result<(), Disconnected> {
+        let bytes = message.wire_bytes();
+        let at = now + self.profiles.for_message(&message).transfer_seconds(bytes);
+        self.sent.add(bytes);
+        let envelope = Envelope {
+            from: self.owner,
+            at,
+            message,
+        };
+        self.tx.send(envelope).map_err(|_| Disconnected)
     }
 
     /// Waits for the next message.
-    pub fn recv(&self) -> Result<Message, Disconnected> {
+    pub fn recv(&self) -> Result<Envelope, Disconnected> {
         self.rx.recv().map_err(|_| Disconnected)
     }
 
     /// The receiving side, for waiting on several channels at once.
-    pub fn receiver(&self) -> &flume::Receiver<Message> {
+    pub fn receiver(&self) -> &flume::Receiver<Envelope> {
         &self.rx
     }
 }
@@ -118,13 +191,19 @@ impl LinkEnd {
 mod tests {
     use super::*;
 
+    fn plain_link() -> (Link, LinkEnd, LinkEnd) {
+        Link::new(NodeId::Server, NodeId::Group(0), LinkProfiles::default())
+    }
+
     #[test]
     fn each_direction_counts_its_own_messages_and_bytes() {
-        let (link, upper, lower) = Link::new();
-        upper.send(Message::Exit).unwrap();
-        upper.send(Message::Exit).unwrap();
-        lower.send(Message::ExitAck).unwrap();
-        assert!(matches!(lower.recv(), Ok(Message::Exit)));
+        let (link, upper, lower) = plain_link();
+        upper.send(Message::Exit, 0.0).unwrap();
+        upper.send(Message::Exit, 0.0).unwrap();
+        lower.send(Message::ExitAck, 0.0).unwrap();
+        let received = lower.recv().unwrap();
+        assert!(matches!(received.message, Message::Exit));
+        assert_eq!(received.from, NodeId::Server);
         assert_eq!(link.down().messages, 2);
         assert_eq!(link.down().bytes, 2 * Message::Exit.wire_bytes());
         assert_eq!(link.up().messages, 1);
@@ -132,8 +211,33 @@ mod tests {
 
     #[test]
     fn a_dropped_end_is_reported_not_waited_for() {
-        let (_link, upper, lower) = Link::new();
+        let (_link, upper, lower) = plain_link();
         drop(lower);
         assert_eq!(upper.recv().unwrap_err(), Disconnected);
+    }
+
+    #[test]
+    fn arrival_time_adds_latency_and_serialisation() {
+        let slow = LinkProfile {
+            latency_ms: 20.0,
+            bandwidth_mbps: Some(8.0),
+        };
+        let profiles = LinkProfiles {
+            default: LinkProfile::default(),
+            per_client: HashMap::from([(7, slow)]),
+        };
+        let (_link, upper, lower) = Link::new(NodeId::Server, NodeId::Group(0), profiles);
+        let downlink = |client| Message::Downlink {
+            round: 1,
+            edge_round: 0,
+            clients: vec![client],
+            model: Arc::from(vec![0.0f32; 249_993]),
+            deadline: None,
+        };
+        // 16 + 8 + 4 + 4 * 249,993 = 1,000,000 bytes: one second at 8 Mbit/s, plus 20 ms.
+        upper.send(downlink(7), 10.0).unwrap();
+        upper.send(downlink(8), 10.0).unwrap();
+        assert!((lower.recv().unwrap().at - 11.02).abs() < 1e-9);
+        assert_eq!(lower.recv().unwrap().at, 10.0);
     }
 }

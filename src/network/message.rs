@@ -1,15 +1,37 @@
-//! The typed messages of the federation protocol.
+//! The typed messages of the federation protocol, and the envelope they travel in.
 
+use std::fmt;
 use std::sync::Arc;
 
 /// A client's id: its index in the partition.
 pub type ClientId = usize;
 
-/// Bytes every message is charged for its header: code, sender, round and client id,
+/// Bytes every message is charged for its header: code, sender, round and a count or id,
 /// four bytes each, as a compact wire format would carry them.
 pub const HEADER_BYTES: u64 = 16;
 
-/// A client that a client group hosts, as it announces it at set-up.
+/// A place in the federation tree: who sent a message, where a failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeId {
+    /// The upper server.
+    Server,
+    /// Middle scheduler `i` (an edge server).
+    Scheduler(usize),
+    /// Lower client group `i`; in a hierarchy, group `i` sits under scheduler `i`.
+    Group(usize),
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeId::Server => write!(f, "server"),
+            NodeId::Scheduler(i) => write!(f, "scheduler {i}"),
+            NodeId::Group(i) => write!(f, "client group {i}"),
+        }
+    }
+}
+
+/// A client that a client group hosts, as announced at set-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientInfo {
     /// The client's id.
@@ -18,54 +40,115 @@ pub struct ClientInfo {
     pub num_samples: usize,
 }
 
-/// A client's result of one round of local training.
+/// A trained model on its way up: one client's, or a scheduler's partial aggregate of several.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Update {
     /// Round the update belongs to.
     pub round: u32,
-    /// The client that trained.
-    pub client: ClientId,
-    /// Samples the client trained on, FedAvg's weight.
+    /// The clients whose training it holds, in id order (one, unless pre-aggregated).
+    pub clients: Vec<ClientId>,
+    /// Samples behind the update, FedAvg's weight.
     pub num_samples: usize,
-    /// Mean training loss over the client's local steps.
+    /// Mean local training loss over those samples.
     pub train_loss: f64,
-    /// The client's model after local training, laid out like the global model.
+    /// Model parameters, laid out like the global model.
     pub params: Vec<f32>,
 }
 
-/// One message on a link. Downward: `Downlink`, `Exit`. Upward: `SetUp`, `Uplink`,
+impl Update {
+    /// The sample-weighted mean training loss of `updates` (0 when there are none).
+    pub fn mean_loss(updates: &[Update]) -> f64 {
+        let samples: usize = updates.iter().map(|u| u.num_samples).sum();
+        let loss_sum: f64 = updates
+            .iter()
+            .map(|u| u.train_loss * u.num_samples as f64)
+            .sum();
+        loss_sum / samples.max(1) as f64
+    }
+
+    /// One update standing for `parts` (sorted by client), with `params` as its model: their
+    /// clients, their total samples and their mean loss.
+    pub fn combined(round: u32, parts: &[Update], params: Vec<f32>) -> Update {
+        Update {
+            round,
+            clients: parts
+                .iter()
+                .flat_map(|u| u.clients.iter().copied())
+                .collect(),
+            num_samples: parts.iter().map(|u| u.num_samples).sum(),
+            train_loss: Update::mean_loss(parts),
+            params,
+        }
+    }
+}
+
+/// Why a sampled client's work is missing from a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The client was unavailable this round (the per-round dropout draw).
+    Dropout,
+    /// The client's update would have arrived after the round's deadline.
+    Deadline,
+}
+
+/// A sampled client left out of a round, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Dropped {
+    /// The client.
+    pub client: ClientId,
+    /// Why.
+    pub reason: DropReason,
+}
+
+/// One message on a link. Downward: `Downlink`, `Exit`. Upward: `SetUp`, `Uplink`, `Dropped`,
 /// `ClientFailed`, `ExitAck`.
 #[derive(Debug, Clone)]
 pub enum Message {
-    /// A client group announces the clients it hosts; sent once, before any round.
+    /// A subtree announces the clients it hosts; sent once, before any round.
     SetUp {
         /// The hosted clients, in id order.
         clients: Vec<ClientInfo>,
     },
-    /// The global model for one sampled client. The model is shared, not copied, between the
-    /// downlinks of a round.
+    /// The model for the listed clients to train. To a client group it lists one client (each
+    /// client downloads its own copy); to a scheduler, all of its sampled clients (one copy).
+    /// The model is shared between the round's downlinks, not copied.
     Downlink {
-        /// The round that starts.
+        /// The round.
         round: u32,
-        /// The client that is to train.
-        client: ClientId,
-        /// The global model's parameters.
+        /// The edge round within it (0 unless a scheduler runs several per round).
+        edge_round: u32,
+        /// The clients that are to train.
+        clients: Vec<ClientId>,
+        /// The model's parameters.
         model: Arc<[f32]>,
+        /// Simulated time by which the round's updates must reach the server, if any.
+        deadline: Option<f64>,
     },
-    /// A client's trained model.
+    /// A trained model.
     Uplink(Update),
-    /// A client's training failed; the message says how.
+    /// Sampled clients that will not contribute to this round.
+    Dropped {
+        /// The round.
+        round: u32,
+        /// Who, and why.
+        clients: Vec<Dropped>,
+    },
+    /// A client's training failed.
     ClientFailed {
         /// The round in which it failed.
         round: u32,
         /// The client.
         client: ClientId,
+        /// Where it ran, from the top of the tree down (each tier that forwards the message
+        /// adds itself in front).
+        path: Vec<NodeId>,
         /// What went wrong (an error or a panic message).
         error: String,
     },
     /// Stop after the work in flight; answer with `ExitAck`.
     Exit,
-    /// The receiver of `Exit` has stopped and holds no more work.
+    /// The receiver of `Exit` and everything below it have stopped.
     ExitAck,
 }
 
@@ -76,24 +159,53 @@ impl Message {
             Message::SetUp { .. } => "SetUp",
             Message::Downlink { .. } => "Downlink",
             Message::Uplink(_) => "Uplink",
+            Message::Dropped { .. } => "Dropped",
             Message::ClientFailed { .. } => "ClientFailed",
             Message::Exit => "Exit",
             Message::ExitAck => "ExitAck",
         }
     }
 
-    /// Bytes this message would take on a network: the header plus its payload
-    /// (four bytes per parameter, eight per sample count or loss).
+    /// Bytes this message would take on a network: the header plus its payload (four bytes
+    /// per parameter or client id, eight per time or id-and-reason pair, sixteen per sample
+    /// count plus loss).
     pub fn wire_bytes(&self) -> u64 {
         let payload = match self {
             Message::SetUp { clients } => 16 * clients.len(),
-            Message::Downlink { model, .. } => 4 * model.len(),
-            Message::Uplink(update) => 16 + 4 * update.params.len(),
-            Message::ClientFailed { error, .. } => error.len(),
+            Message::Downlink { clients, model, .. } => 8 + 4 * clients.len() + 4 * model.len(),
+            Message::Uplink(update) => 16 + 4 * update.clients.len() + 4 * update.params.len(),
+            Message::Dropped { clients, .. } => 8 * clients.len(),
+            Message::ClientFailed { path, error, .. } => 4 + 4 * path.len() + error.len(),
             Message::Exit | Message::ExitAck => 0,
         };
         HEADER_BYTES + payload as u64
     }
+
+    /// The one client this message concerns, if it concerns exactly one: which client link
+    /// it crosses.
+    pub fn single_client(&self) -> Option<ClientId> {
+        match self {
+            Message::Downlink { clients, .. } | Message::Uplink(Update { clients, .. })
+                if clients.len() == 1 =>
+            {
+                Some(clients[0])
+            }
+            Message::Dropped { clients, .. } if clients.len() == 1 => Some(clients[0].client),
+            Message::ClientFailed { client, .. } => Some(*client),
+            _ => None,
+        }
+    }
+}
+
+/// A message as it arrives: who sent it and when, on the simulated clock.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    /// The sender.
+    pub from: NodeId,
+    /// Simulated arrival time, in seconds since the run started.
+    pub at: f64,
+    /// The message.
+    pub message: Message,
 }
 
 #[cfg(test)]
@@ -101,12 +213,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_downlink_is_charged_four_bytes_per_parameter_plus_the_header() {
+    fn a_downlink_is_charged_for_its_model_and_client_ids() {
         let message = Message::Downlink {
             round: 1,
-            client: 3,
+            edge_round: 0,
+            clients: vec![3, 4],
             model: Arc::from(vec![0.0f32; 1000]),
+            deadline: None,
         };
-        assert_eq!(message.wire_bytes(), 4000 + HEADER_BYTES);
+        assert_eq!(message.wire_bytes(), HEADER_BYTES + 8 + 8 + 4000);
+    }
+
+    #[test]
+    fn node_ids_name_their_place() {
+        assert_eq!(NodeId::Scheduler(2).to_string(), "scheduler 2");
+        assert_eq!(NodeId::Group(0).to_string(), "client group 0");
     }
 }

@@ -5,5 +5,5 @@
 pub mod link;
 pub mod message;
 
-pub use link::{Link, LinkEnd, Traffic};
-pub use message::{ClientId, ClientInfo, Message, Update};
+pub use link::{Disconnected, Link, LinkEnd, LinkProfile, LinkProfiles, Traffic};
+pub use message::{ClientId, ClientInfo, DropReason, Dropped, Envelope, Message, NodeId, Update};

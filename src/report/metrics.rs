@@ -1,11 +1,57 @@
 //! The records a run produces: one per round, and a summary at the end.
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 
-use crate::network::{ClientId, Traffic, Update};
-use crate::train::Evaluation;
+use crate::network::{ClientId, Dropped, Traffic};
+
+/// Traffic over one tier of links (all links between the server and its children, or all
+/// links between schedulers and their groups) in one period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierTraffic {
+    /// `"server"` (links below the server) or `"scheduler"` (links below the schedulers).
+    pub tier: String,
+    /// Messages sent towards the clients.
+    pub messages_down: u64,
+    /// Bytes sent towards the clients.
+    pub bytes_down: u64,
+    /// Messages sent towards the server.
+    pub messages_up: u64,
+    /// Bytes sent towards the server.
+    pub bytes_up: u64,
+}
+
+impl TierTraffic {
+    /// The tier's traffic from its downward and upward totals.
+    pub fn new(tier: &str, down: Traffic, up: Traffic) -> Self {
+        Self {
+            tier: tier.to_string(),
+            messages_down: down.messages,
+            bytes_down: down.bytes,
+            messages_up: up.messages,
+            bytes_up: up.bytes,
+        }
+    }
+
+    /// The traffic since an earlier reading of the same tier.
+    pub fn since(&self, earlier: &TierTraffic) -> TierTraffic {
+        TierTraffic {
+            tier: self.tier.clone(),
+            messages_down: self.messages_down - earlier.messages_down,
+            bytes_down: self.bytes_down - earlier.bytes_down,
+            messages_up: self.messages_up - earlier.messages_up,
+            bytes_up: self.bytes_up - earlier.bytes_up,
+        }
+    }
+}
+
+impl std::ops::AddAssign<&TierTraffic> for TierTraffic {
+    fn add_assign(&mut self, other: &TierTraffic) {
+        self.messages_down += other.messages_down;
+        self.bytes_down += other.bytes_down;
+        self.messages_up += other.messages_up;
+        self.bytes_up += other.bytes_up;
+    }
+}
 
 /// One line of `metrics.jsonl`. Every field but `wall_ms` is a function of the config: two
 /// runs of the same experiment give the same bytes once `wall_ms` is removed.
@@ -13,54 +59,25 @@ use crate::train::Evaluation;
 pub struct RoundRecord {
     /// The round, from 1.
     pub round: u32,
-    /// The clients that trained, in id order.
+    /// The clients sampled, in id order.
     pub clients: Vec<ClientId>,
-    /// Mean local training loss of those clients, weighted by their sample counts.
+    /// Sampled clients whose work is not in the new model, and why.
+    pub dropped: Vec<Dropped>,
+    /// Mean local training loss of the clients that contributed, weighted by their samples.
     pub train_loss: f64,
     /// Test accuracy of the new global model, when this round was evaluated.
     pub test_accuracy: Option<f64>,
     /// Test loss of the new global model, when this round was evaluated.
     pub test_loss: Option<f64>,
-    /// Messages sent from the server towards the clients this round.
-    pub messages_down: u64,
-    /// Bytes sent from the server towards the clients this round.
-    pub bytes_down: u64,
-    /// Messages sent from the clients towards the server this round.
-    pub messages_up: u64,
-    /// Bytes sent from the clients towards the server this round.
-    pub bytes_up: u64,
+    /// Messages and bytes per tier of links, server tier first.
+    pub traffic: Vec<TierTraffic>,
+    /// Simulated seconds the round took: the slowest counted path down the tree, through
+    /// training and back up (the deadline, if someone missed it).
+    pub sim_round_s: f64,
+    /// Simulated seconds since the run started, at the end of this round.
+    pub sim_time_s: f64,
     /// Real time the round took, in milliseconds. The only field that varies between reruns.
     pub wall_ms: f64,
-}
-
-impl RoundRecord {
-    /// The record of a round with these updates (sorted by client id) and measurements.
-    pub fn new(
-        round: u32,
-        updates: &[Update],
-        evaluation: Option<Evaluation>,
-        down: Traffic,
-        up: Traffic,
-        wall: Duration,
-    ) -> Self {
-        let samples: usize = updates.iter().map(|u| u.num_samples).sum();
-        let loss_sum: f64 = updates
-            .iter()
-            .map(|u| u.train_loss * u.num_samples as f64)
-            .sum();
-        Self {
-            round,
-            clients: updates.iter().map(|u| u.client).collect(),
-            train_loss: loss_sum / samples.max(1) as f64,
-            test_accuracy: evaluation.map(|e| e.accuracy),
-            test_loss: evaluation.map(|e| e.loss),
-            messages_down: down.messages,
-            bytes_down: down.bytes,
-            messages_up: up.messages,
-            bytes_up: up.bytes,
-            wall_ms: (wall.as_secs_f64() * 1e4).round() / 10.0,
-        }
-    }
 }
 
 /// `summary.json`: the outcome of a finished run.
@@ -76,10 +93,12 @@ pub struct Summary {
     pub final_loss: f64,
     /// Best test accuracy seen in any evaluated round.
     pub best_accuracy: f64,
-    /// Bytes sent towards the clients over the run.
-    pub total_bytes_down: u64,
-    /// Bytes sent towards the server over the run.
-    pub total_bytes_up: u64,
+    /// Traffic per tier over the whole run.
+    pub traffic: Vec<TierTraffic>,
+    /// Sampled clients left out of a round, over the run.
+    pub dropped_clients: usize,
+    /// Simulated seconds the run took.
+    pub sim_time_s: f64,
     /// Number of values in the model's flat parameter vector.
     pub num_params: usize,
     /// SHA-256 of the final model's parameters (little-endian `f32`), to compare runs.
@@ -93,6 +112,12 @@ impl Summary {
     /// model.
     pub fn new(name: &str, records: &[RoundRecord], model: &[f32]) -> Self {
         let last = records.last().expect("a finished run has rounds");
+        let mut traffic = records[0].traffic.clone();
+        for record in &records[1..] {
+            for (total, round) in traffic.iter_mut().zip(&record.traffic) {
+                *total += round;
+            }
+        }
         Self {
             name: name.to_string(),
             rounds: last.round,
@@ -102,8 +127,9 @@ impl Summary {
                 .iter()
                 .filter_map(|r| r.test_accuracy)
                 .fold(0.0, f64::max),
-            total_bytes_down: records.iter().map(|r| r.bytes_down).sum(),
-            total_bytes_up: records.iter().map(|r| r.bytes_up).sum(),
+            traffic,
+            dropped_clients: records.iter().map(|r| r.dropped.len()).sum(),
+            sim_time_s: last.sim_time_s,
             num_params: model.len(),
             final_model_sha256: model_sha256(model),
             wall_seconds: records.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0,

@@ -5,6 +5,6 @@ pub mod metrics;
 pub mod progress;
 pub mod run_folder;
 
-pub use metrics::{RoundRecord, Summary};
+pub use metrics::{RoundRecord, Summary, TierTraffic};
 pub use progress::Progress;
 pub use run_folder::RunFolder;

@@ -62,7 +62,7 @@ mod tests {
     fn update(client: usize, num_samples: usize, params: Vec<f32>) -> Update {
         Update {
             round: 1,
-            client,
+            clients: vec![client],
             num_samples,
             train_loss: 0.0,
             params,

@@ -1,97 +1,191 @@
-//! A lower client group: trains the clients the server sends it, in parallel, and sends each
-//! update back up as soon as it is ready.
+//! A lower client group: trains the clients its parent sends it on the shared trainer, and
+//! sends each update back up as soon as it is ready.
+//!
+//! On the simulated clock a client starts when its downlink arrives, trains for
+//! `epochs * samples / speed` seconds, then uploads. A client that draws a dropout for the
+//! round answers at once with `Dropped` instead of training.
 
-use crate::network::{LinkEnd, Message, Update};
-use crate::trainer::{ClientFailure, Job, Trainer};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rand::RngExt;
+
+use crate::network::{
+    ClientId, ClientInfo, DropReason, Dropped, Envelope, LinkEnd, Message, NodeId, Update,
+};
+use crate::seed::{Purpose, stream};
+use crate::trainer::{ClientFailure, ClientTrainer, Job};
 
 use super::FederationError;
 
-const TIER: &str = "client group 0";
+/// What a group needs besides its link and the trainer.
+#[derive(Debug, Clone)]
+pub struct GroupSetup {
+    /// The group's index; it is `NodeId::Group(index)`.
+    pub index: usize,
+    /// The clients it hosts, in id order.
+    pub clients: Vec<ClientInfo>,
+    /// The experiment seed, for dropout draws.
+    pub seed: u64,
+    /// Probability that a client is unavailable in a round.
+    pub dropout: f64,
+    /// Local epochs per round, for the simulated compute time.
+    pub epochs: u32,
+    /// Every client's training speed in samples per second (infinite: no simulated time).
+    pub speeds: Arc<Vec<f64>>,
+}
 
-/// The client-group tier: one thread that feeds a [`Trainer`] and forwards its results.
+/// The client-group tier: one thread that feeds the trainer and forwards its results.
 pub struct ClientGroup {
-    trainer: Trainer,
+    setup: GroupSetup,
+    trainer: Arc<dyn ClientTrainer>,
     link: LinkEnd,
+    /// Simulated arrival time of each in-flight client's downlink.
+    started: HashMap<ClientId, f64>,
 }
 
 /// What the group's thread waits for.
 enum Event {
-    FromServer(Option<Message>),
+    FromParent(Option<Envelope>),
     Trained(Result<Update, ClientFailure>),
 }
 
 impl ClientGroup {
-    /// A group that trains with `trainer` and talks to the server on `link`.
-    pub fn new(trainer: Trainer, link: LinkEnd) -> Self {
-        Self { trainer, link }
+    /// A group that trains on `trainer` and talks to its parent on `link`.
+    pub fn new(setup: GroupSetup, trainer: Arc<dyn ClientTrainer>, link: LinkEnd) -> Self {
+        Self {
+            setup,
+            trainer,
+            link,
+            started: HashMap::new(),
+        }
+    }
+
+    fn node(&self) -> NodeId {
+        NodeId::Group(self.setup.index)
     }
 
     /// Announces the group's clients, then serves downlinks until `Exit`; returns once every
     /// client in flight has finished and `ExitAck` is sent.
-    pub fn run(self) -> Result<(), FederationError> {
-        // A server that is already gone reports its own error; nothing to add here.
-        let _ = self.link.send(Message::SetUp {
-            clients: self.trainer.clients(),
-        });
+    pub fn run(mut self) -> Result<(), FederationError> {
+        let set_up = Message::SetUp {
+            clients: self.setup.clients.clone(),
+        };
+        // A parent that is already gone reports its own error; nothing to add here.
+        let _ = self.link.send(set_up, 0.0);
         let (done_tx, done_rx) = flume::unbounded();
-        let mut in_flight = 0usize;
-        let mut server_open = true;
+        let mut parent_open = true;
         let mut exiting = false;
-        while !(exiting && in_flight == 0) {
+        while !(exiting && self.started.is_empty()) {
             let event = if exiting {
                 Event::Trained(done_rx.recv().expect("the group holds a sender"))
             } else {
                 flume::Selector::new()
-                    .recv(self.link.receiver(), |m| Event::FromServer(m.ok()))
+                    .recv(self.link.receiver(), |m| Event::FromParent(m.ok()))
                     .recv(&done_rx, |r| {
                         Event::Trained(r.expect("the group holds a sender"))
                     })
                     .wait()
             };
             match event {
-                Event::FromServer(Some(Message::Downlink {
-                    round,
-                    client,
-                    model,
-                })) => {
-                    self.trainer.spawn(
-                        Job {
-                            round,
-                            client,
-                            model,
-                        },
-                        done_tx.clone(),
-                    );
-                    in_flight += 1;
-                }
-                Event::FromServer(Some(Message::Exit)) => exiting = true,
-                Event::FromServer(Some(other)) => {
-                    return Err(FederationError::Protocol {
-                        tier: TIER.to_string(),
-                        detail: format!("unexpected {} from the server", other.code()),
-                    });
-                }
-                Event::FromServer(None) => {
-                    server_open = false;
+                Event::FromParent(Some(envelope)) => match envelope.message {
+                    Message::Downlink {
+                        round,
+                        edge_round,
+                        clients,
+                        model,
+                        ..
+                    } => {
+                        for client in clients {
+                            let job = Job {
+                                round,
+                                edge_round,
+                                client,
+                                model: model.clone(),
+                            };
+                            parent_open &= self.start(job, envelope.at, &done_tx);
+                        }
+                    }
+                    Message::Exit => exiting = true,
+                    other => {
+                        return Err(FederationError::Protocol {
+                            tier: self.node().to_string(),
+                            detail: format!("unexpected {} from its parent", other.code()),
+                        });
+                    }
+                },
+                Event::FromParent(None) => {
+                    parent_open = false;
                     exiting = true;
                 }
-                Event::Trained(result) => {
-                    in_flight -= 1;
-                    let message = match result {
-                        Ok(update) => Message::Uplink(update),
-                        Err(failure) => Message::ClientFailed {
-                            round: failure.round,
-                            client: failure.client,
-                            error: failure.error,
-                        },
-                    };
-                    server_open &= self.link.send(message).is_ok();
-                }
+                Event::Trained(result) => parent_open &= self.finish(result),
             }
         }
-        if server_open {
-            let _ = self.link.send(Message::ExitAck);
+        if parent_open {
+            let _ = self.link.send(Message::ExitAck, 0.0);
         }
         Ok(())
+    }
+
+    /// Starts a client's training, or reports it dropped; false if the parent is gone.
+    fn start(
+        &mut self,
+        job: Job,
+        arrived: f64,
+        done: &flume::Sender<Result<Update, ClientFailure>>,
+    ) -> bool {
+        if self.drops_out(&job) {
+            let dropped = Message::Dropped {
+                round: job.round,
+                clients: vec![Dropped {
+                    client: job.client,
+                    reason: DropReason::Dropout,
+                }],
+            };
+            return self.link.send(dropped, arrived).is_ok();
+        }
+        self.started.insert(job.client, arrived);
+        self.trainer.spawn(job, done.clone());
+        true
+    }
+
+    fn drops_out(&self, job: &Job) -> bool {
+        if self.setup.dropout <= 0.0 {
+            return false;
+        }
+        let purpose = Purpose::Dropout {
+            edge_round: job.edge_round,
+        };
+        let mut rng = stream(self.setup.seed, purpose, job.round, job.client as u32);
+        rng.random::<f64>() < self.setup.dropout
+    }
+
+    /// Sends a finished client's result up; false if the parent is gone.
+    fn finish(&mut self, result: Result<Update, ClientFailure>) -> bool {
+        let (client, message) = match result {
+            Ok(update) => (update.clients[0], Message::Uplink(update)),
+            Err(failure) => (
+                failure.client,
+                Message::ClientFailed {
+                    round: failure.round,
+                    client: failure.client,
+                    path: vec![self.node()],
+                    error: failure.error,
+                },
+            ),
+        };
+        let arrived = self
+            .started
+            .remove(&client)
+            .expect("every result belongs to a started client");
+        let samples = self
+            .setup
+            .clients
+            .iter()
+            .find(|c| c.id == client)
+            .map_or(0, |c| c.num_samples);
+        let work = f64::from(self.setup.epochs) * samples as f64;
+        let finished = arrived + work / self.setup.speeds[client];
+        self.link.send(message, finished).is_ok()
     }
 }

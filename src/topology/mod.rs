@@ -1,32 +1,48 @@
 //! The tiers of a federation as threads, and the links between them.
 //!
-//! The flat topology is an upper [`server`] thread and one [`client_group`] thread joined by
-//! one counted [`Link`]. Each tier owns its end of each link and reacts to messages; the
-//! shutdown protocol (`Exit` down, `ExitAck` up) lets every thread finish its work in flight
-//! and be joined, so a run never ends by killing or sleeping.
+//! The flat topology is the [`server`] thread over one [`client_group`] thread. The
+//! hierarchical topology puts a [`scheduler`] between the server and each group: its server
+//! connector and client connector are two more threads with queues between them. Each tier
+//! owns its ends of its links and reacts to messages. The shutdown protocol (`Exit` down,
+//! `ExitAck` up) lets every thread finish its work in flight and be joined, so a run never
+//! ends by killing or sleeping; a closed channel tells a tier at once that a neighbour died.
 
 pub mod client_group;
+pub mod scheduler;
 pub mod server;
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::thread;
 
-pub use client_group::ClientGroup;
-pub use server::{Server, ServerSetup};
+pub use client_group::{ClientGroup, GroupSetup};
+pub use scheduler::{ClientConnector, SchedulerSetup, ServerConnector};
+pub use server::{Child, Evaluator, Server, ServerSetup};
 
-use crate::network::Link;
-use crate::report::RoundRecord;
-use crate::trainer::{ClientFailure, Trainer, panic_message};
+use crate::config::{NetworkConfig, TopologyConfig};
+use crate::network::{ClientId, Link, LinkProfiles, NodeId};
+use crate::report::{RoundRecord, TierTraffic};
+use crate::trainer::{ClientTrainer, panic_message};
 
 /// Why a federation stopped before its last round.
 #[derive(Debug, thiserror::Error)]
 pub enum FederationError {
     /// A client's local training failed.
-    #[error(transparent)]
-    Client(#[from] ClientFailure),
+    #[error("client {client} failed in round {round} ({}): {error}", place(path))]
+    ClientFailed {
+        /// The round.
+        round: u32,
+        /// The client.
+        client: ClientId,
+        /// Where in the tree it ran, from the top down.
+        path: Vec<NodeId>,
+        /// The error or panic message.
+        error: String,
+    },
     /// A tier's thread ended without the shutdown protocol, usually because it panicked.
     #[error("the {tier} stopped unexpectedly{}", detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
     TierLost {
-        /// Which tier, as a place in the tree (`server`, `client group 0`).
+        /// Which tier, as a place in the tree (`server`, `scheduler 1`, `client group 0`).
         tier: String,
         /// What is known of why.
         detail: Option<String>,
@@ -44,6 +60,71 @@ pub enum FederationError {
     ObserverGone,
 }
 
+fn place(path: &[NodeId]) -> String {
+    let names: Vec<String> = path.iter().map(NodeId::to_string).collect();
+    names.join(" > ")
+}
+
+impl FederationError {
+    /// How much the error says about the cause: a lost tier without detail is the echo of a
+    /// failure reported better elsewhere.
+    fn informativeness(&self) -> u8 {
+        match self {
+            FederationError::TierLost { detail: None, .. } => 0,
+            FederationError::ObserverGone => 1,
+            FederationError::TierLost { .. } => 2,
+            FederationError::ClientFailed { .. } | FederationError::Protocol { .. } => 3,
+        }
+    }
+}
+
+/// Reads the traffic of every link, tier by tier.
+#[derive(Debug, Clone, Default)]
+pub struct TrafficMeter {
+    tiers: Vec<(&'static str, Vec<Link>)>,
+}
+
+impl TrafficMeter {
+    fn add(&mut self, tier: &'static str, link: Link) {
+        match self.tiers.iter_mut().find(|(name, _)| *name == tier) {
+            Some((_, links)) => links.push(link),
+            None => self.tiers.push((tier, vec![link])),
+        }
+    }
+
+    /// Totals so far, one entry per tier, server tier first.
+    pub fn read(&self) -> Vec<TierTraffic> {
+        self.tiers
+            .iter()
+            .map(|(tier, links)| {
+                let down = links
+                    .iter()
+                    .map(Link::down)
+                    .fold(Default::default(), |a, b| a + b);
+                let up = links
+                    .iter()
+                    .map(Link::up)
+                    .fold(Default::default(), |a, b| a + b);
+                TierTraffic::new(tier, down, up)
+            })
+            .collect()
+    }
+}
+
+/// Everything needed to build a federation tree.
+pub struct Plan {
+    /// The server's settings.
+    pub server: ServerSetup,
+    /// The shape of the tree.
+    pub topology: TopologyConfig,
+    /// Link profiles.
+    pub network: NetworkConfig,
+    /// Each group's settings, in group order (one group in the flat topology).
+    pub groups: Vec<GroupSetup>,
+    /// Rounds in which each scheduler panics (fault injection), by scheduler index.
+    pub scheduler_panics: HashMap<usize, Vec<u32>>,
+}
+
 /// What a finished federation leaves behind.
 #[derive(Debug)]
 pub struct FederationResult {
@@ -51,21 +132,82 @@ pub struct FederationResult {
     pub model: Vec<f32>,
 }
 
-/// Runs a flat federation: `server` and a client group over `trainer`, one thread each.
-/// `on_round` sees each round's outcome on the calling thread, in round order, as soon as the
-/// round ends; an error from it stops the federation cleanly and is returned.
-pub fn run_flat<E>(
-    server: ServerSetup,
-    trainer: Trainer,
+/// A tier's thread, with its place in the tree for reports.
+type Tier<'scope> = (
+    String,
+    thread::ScopedJoinHandle<'scope, Result<(), FederationError>>,
+);
+
+/// Builds the tree `plan` describes over the shared `trainer`, runs it, and joins every
+/// thread. `on_round` sees each round's record on the calling thread, in round order, as soon
+/// as the round ends; an error from it stops the federation cleanly and is returned.
+pub fn run<E>(
+    plan: Plan,
+    trainer: Arc<dyn ClientTrainer>,
     mut on_round: impl FnMut(RoundRecord) -> Result<(), E>,
 ) -> Result<Result<FederationResult, FederationError>, E> {
-    let (link, upper, lower) = Link::new();
     let (outcomes_tx, outcomes_rx) = flume::unbounded();
+    let client_profiles = client_link_profiles(&plan.network);
+    let mut meter = TrafficMeter::default();
+    let mut children = Vec::new();
     thread::scope(|scope| {
-        let server = Server::new(server, upper, link, outcomes_tx);
-        let server = spawn(scope, "fedsim-server", move || server.run());
-        let group = ClientGroup::new(trainer, lower);
-        let group = spawn(scope, "fedsim-client-group-0", move || group.run());
+        let mut tiers: Vec<Tier<'_>> = Vec::new();
+        for group in plan.groups {
+            let index = group.index;
+            let group_node = NodeId::Group(index);
+            let group_end = match &plan.topology {
+                TopologyConfig::Flat {} => {
+                    let (link, upper, lower) =
+                        Link::new(NodeId::Server, group_node, client_profiles.clone());
+                    meter.add("server", link);
+                    children.push(Child::new(group_node, upper));
+                    lower
+                }
+                TopologyConfig::Hierarchical {
+                    mode, edge_rounds, ..
+                } => {
+                    let node = NodeId::Scheduler(index);
+                    let server_profiles = LinkProfiles {
+                        default: plan.network.server_link,
+                        per_client: HashMap::new(),
+                    };
+                    let (up_link, server_end, parent) =
+                        Link::new(NodeId::Server, node, server_profiles);
+                    let (down_link, child, lower) =
+                        Link::new(node, group_node, client_profiles.clone());
+                    meter.add("server", up_link);
+                    meter.add("scheduler", down_link);
+                    children.push(Child::new(node, server_end));
+                    let setup = SchedulerSetup {
+                        index,
+                        mode: *mode,
+                        edge_rounds: *edge_rounds,
+                        server_link: plan.network.server_link,
+                        panic_rounds: plan
+                            .scheduler_panics
+                            .get(&index)
+                            .cloned()
+                            .unwrap_or_default(),
+                    };
+                    let (upper_half, lower_half) = scheduler::scheduler(setup, parent, child);
+                    tiers.push(spawn(
+                        scope,
+                        format!("{node} (server connector)"),
+                        move || upper_half.run(),
+                    ));
+                    tiers.push(spawn(
+                        scope,
+                        format!("{node} (client connector)"),
+                        move || lower_half.run(),
+                    ));
+                    lower
+                }
+            };
+            let body = ClientGroup::new(group, trainer.clone(), group_end);
+            tiers.push(spawn(scope, group_node.to_string(), move || body.run()));
+        }
+        let server = Server::new(plan.server, children, meter, outcomes_tx);
+        let server = spawn_server(scope, server);
         let mut observer_error = None;
         for outcome in outcomes_rx.iter() {
             if let Err(e) = on_round(outcome) {
@@ -76,38 +218,75 @@ pub fn run_flat<E>(
         // Dropping the receiver tells a server that is still running to shut down.
         drop(outcomes_rx);
         let server_result = join(server, "server");
-        let group_result = join(group, "client group 0");
+        let mut errors: Vec<FederationError> = tiers
+            .into_iter()
+            .filter_map(|(place, handle)| join(handle, &place).err())
+            .collect();
         if let Some(e) = observer_error {
             return Err(e);
         }
-        Ok(match (server_result, group_result) {
-            (Ok(model), Ok(())) => Ok(FederationResult { model }),
-            // A server that lost its group knows less of why than the group's own error.
-            (Err(FederationError::TierLost { .. }), Err(group)) => Err(group),
-            (Err(server), _) => Err(server),
-            (Ok(_), Err(group)) => Err(group),
+        Ok(match server_result {
+            Ok(model) if errors.is_empty() => Ok(FederationResult { model }),
+            Ok(_) => Err(most_informative(errors)),
+            Err(server_error) => {
+                errors.insert(0, server_error);
+                Err(most_informative(errors))
+            }
         })
     })
 }
 
-fn spawn<'scope, T: Send + 'scope>(
+/// The first of the errors that says the most.
+fn most_informative(errors: Vec<FederationError>) -> FederationError {
+    let best = errors.iter().map(FederationError::informativeness).max();
+    errors
+        .into_iter()
+        .find(|e| Some(e.informativeness()) == best)
+        .expect("there is at least one error")
+}
+
+/// The profiles of links that stand for client connections.
+fn client_link_profiles(network: &NetworkConfig) -> LinkProfiles {
+    let per_client = network
+        .client_overrides
+        .iter()
+        .flat_map(|o| o.clients.iter().map(move |&c| (c, o.link())))
+        .collect();
+    LinkProfiles {
+        default: network.client_link,
+        per_client,
+    }
+}
+
+fn spawn<'scope>(
     scope: &'scope thread::Scope<'scope, '_>,
-    name: &str,
-    body: impl FnOnce() -> Result<T, FederationError> + Send + 'scope,
-) -> thread::ScopedJoinHandle<'scope, Result<T, FederationError>> {
-    thread::Builder::new()
-        .name(name.to_string())
+    place: String,
+    body: impl FnOnce() -> Result<(), FederationError> + Send + 'scope,
+) -> Tier<'scope> {
+    let handle = thread::Builder::new()
+        .name(format!("fedsim {place}"))
         .spawn_scoped(scope, body)
+        .expect("the operating system refused to start a thread");
+    (place, handle)
+}
+
+fn spawn_server<'scope>(
+    scope: &'scope thread::Scope<'scope, '_>,
+    server: Server,
+) -> thread::ScopedJoinHandle<'scope, Result<Vec<f32>, FederationError>> {
+    thread::Builder::new()
+        .name("fedsim server".to_string())
+        .spawn_scoped(scope, move || server.run())
         .expect("the operating system refused to start a thread")
 }
 
 fn join<T>(
     handle: thread::ScopedJoinHandle<'_, Result<T, FederationError>>,
-    tier: &str,
+    place: &str,
 ) -> Result<T, FederationError> {
     handle.join().unwrap_or_else(|panic| {
         Err(FederationError::TierLost {
-            tier: tier.to_string(),
+            tier: place.to_string(),
             detail: Some(format!("panicked: {}", panic_message(panic.as_ref()))),
         })
     })

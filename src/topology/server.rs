@@ -10,16 +10,19 @@ use crate::backend::BackendKind;
 use crate::config::EvalConfig;
 use crate::data::Dataset;
 use crate::model::ModelKind;
-use crate::network::{ClientId, ClientInfo, Link, LinkEnd, Message, Update};
+use crate::network::{
+    ClientId, ClientInfo, DropReason, Dropped, Envelope, LinkEnd, Message, NodeId, Update,
+};
 use crate::report::RoundRecord;
 use crate::seed::{Purpose, stream};
 use crate::strategy::Strategy;
-use crate::train::evaluate;
-use crate::trainer::ClientFailure;
+use crate::train::{Evaluation, evaluate};
 
-use super::FederationError;
+use super::{FederationError, TrafficMeter};
 
-const TIER: &str = "server";
+/// Slack when comparing simulated arrival times with a deadline, so that an update scheduled
+/// to arrive exactly at the deadline is not lost to floating-point rounding.
+const DEADLINE_SLACK_S: f64 = 1e-9;
 
 /// What the server needs besides its links.
 pub struct ServerSetup {
@@ -29,13 +32,21 @@ pub struct ServerSetup {
     pub rounds: u32,
     /// Clients sampled per round.
     pub clients_per_round: usize,
+    /// Simulated seconds a round may last, if limited.
+    pub deadline_s: Option<f64>,
     /// The initial global model.
     pub initial_model: Vec<f32>,
     /// The aggregation rule.
     pub strategy: Box<dyn Strategy>,
-    /// The test set the global model is evaluated on.
+    /// How the global model is evaluated; `None` never evaluates (to time the tree alone).
+    pub evaluator: Option<Evaluator>,
+}
+
+/// Evaluation of the global model on a test set.
+pub struct Evaluator {
+    /// The test set.
     pub test_data: Arc<Dataset>,
-    /// When and how to evaluate.
+    /// When and in what batches.
     pub eval: EvalConfig,
     /// The architecture, to build the evaluation model.
     pub model: ModelKind,
@@ -43,83 +54,166 @@ pub struct ServerSetup {
     pub backend: BackendKind,
 }
 
-/// The server tier: one thread, one link down to the clients.
+impl Evaluator {
+    /// Whether `round` of `rounds` is evaluated: every `eval.every` rounds, and the last.
+    fn evaluates(&self, round: u32, rounds: u32) -> bool {
+        round.is_multiple_of(self.eval.every) || round == rounds
+    }
+
+    fn evaluate(&self, params: &[f32]) -> Evaluation {
+        let device = self.backend.device();
+        evaluate(
+            self.model,
+            params,
+            &self.test_data,
+            self.eval.batch_size,
+            &device,
+        )
+    }
+}
+
+/// A child of the server: a client group (which gets one downlink per client) or a
+/// scheduler (which gets one downlink listing its sampled clients).
+pub struct Child {
+    /// Who the child is.
+    node: NodeId,
+    /// The server's end of the link to the child.
+    link: LinkEnd,
+    /// The clients below the child, as its `SetUp` announced them.
+    clients: Vec<ClientInfo>,
+    /// Whether the server expects nothing more from the child.
+    closed: bool,
+}
+
+impl Child {
+    /// The child `node` on `link`; its clients are learnt at set-up.
+    pub fn new(node: NodeId, link: LinkEnd) -> Self {
+        Self {
+            node,
+            link,
+            clients: Vec::new(),
+            closed: false,
+        }
+    }
+
+    fn is_group(&self) -> bool {
+        matches!(self.node, NodeId::Group(_))
+    }
+}
+
+/// The server tier: one thread, one link to each child.
 pub struct Server {
     setup: ServerSetup,
-    link: LinkEnd,
-    traffic: Link,
+    children: Vec<Child>,
+    traffic: TrafficMeter,
     outcomes: flume::Sender<RoundRecord>,
+    /// The simulated clock: seconds since the run started.
+    now: f64,
+}
+
+/// The updates and drops of one round, as they reached the server.
+struct Collected {
+    updates: Vec<Update>,
+    dropped: Vec<Dropped>,
+    /// Simulated time the last update that counts arrived.
+    last_arrival: f64,
 }
 
 impl Server {
-    /// A server that talks on `link` (whose counters are `traffic`) and reports each round on
-    /// `outcomes`.
+    /// A server over `children` that reports each round, with the traffic that `traffic`
+    /// measures, on `outcomes`.
     pub fn new(
         setup: ServerSetup,
-        link: LinkEnd,
-        traffic: Link,
+        children: Vec<Child>,
+        traffic: TrafficMeter,
         outcomes: flume::Sender<RoundRecord>,
     ) -> Self {
         Self {
             setup,
-            link,
+            children,
             traffic,
             outcomes,
+            now: 0.0,
         }
     }
 
     /// Runs every round, then shuts the tree down; returns the final global model.
     pub fn run(mut self) -> Result<Vec<f32>, FederationError> {
-        let clients = self.await_set_up()?;
-        let result = self.run_rounds(&clients);
+        let result = self
+            .await_set_up()
+            .and_then(|clients| self.run_rounds(&clients));
         self.shut_down()?;
         result
     }
 
-    fn await_set_up(&self) -> Result<Vec<ClientInfo>, FederationError> {
-        match self.link.recv().map_err(|_| lost("client group 0"))? {
-            Message::SetUp { clients } => Ok(clients),
-            other => Err(protocol(format!("expected SetUp, got {}", other.code()))),
+    /// Waits for every child's `SetUp`; returns all clients in id order.
+    fn await_set_up(&mut self) -> Result<Vec<ClientInfo>, FederationError> {
+        for _ in 0..self.children.len() {
+            let (child, envelope) = self.recv_any()?;
+            match envelope.message {
+                Message::SetUp { clients } => self.children[child].clients = clients,
+                other => return Err(protocol(format!("expected SetUp, got {}", other.code()))),
+            }
         }
+        let mut all: Vec<ClientInfo> = self
+            .children
+            .iter()
+            .flat_map(|c| c.clients.iter().copied())
+            .collect();
+        all.sort_by_key(|c| c.id);
+        Ok(all)
     }
 
     fn run_rounds(&mut self, clients: &[ClientInfo]) -> Result<Vec<f32>, FederationError> {
-        let device = self.setup.backend.device();
         let mut global: Arc<[f32]> = std::mem::take(&mut self.setup.initial_model).into();
         for round in 1..=self.setup.rounds {
             let started = Instant::now();
-            let (down_before, up_before) = (self.traffic.down(), self.traffic.up());
+            let traffic_before = self.traffic.read();
+            let round_start = self.now;
+            let deadline = self.setup.deadline_s.map(|d| round_start + d);
             let sampled = self.sample(round, clients);
-            for &client in &sampled {
-                let model = global.clone();
-                self.link
-                    .send(Message::Downlink {
-                        round,
-                        client,
-                        model,
-                    })
-                    .map_err(|_| lost("client group 0"))?;
+            self.send_downlinks(round, &sampled, &global, deadline)?;
+            let collected = self.collect(round, sampled.len(), deadline)?;
+            let missed_deadline = collected
+                .dropped
+                .iter()
+                .any(|d| d.reason == DropReason::Deadline);
+            self.now = match deadline {
+                Some(deadline) if missed_deadline => deadline,
+                _ => collected.last_arrival.max(round_start),
+            };
+            if !collected.updates.is_empty() {
+                global = self
+                    .setup
+                    .strategy
+                    .aggregate(&global, &collected.updates)
+                    .into();
             }
-            let updates = self.collect(round, sampled.len())?;
-            global = self.setup.strategy.aggregate(&global, &updates).into();
-            let evaluation = self.is_eval_round(round).then(|| {
-                let setup = &self.setup;
-                evaluate(
-                    setup.model,
-                    &global,
-                    &setup.test_data,
-                    setup.eval.batch_size,
-                    &device,
-                )
-            });
-            let record = RoundRecord::new(
+            let evaluation = self
+                .setup
+                .evaluator
+                .as_ref()
+                .filter(|e| e.evaluates(round, self.setup.rounds))
+                .map(|e| e.evaluate(&global));
+            let traffic = self
+                .traffic
+                .read()
+                .iter()
+                .zip(&traffic_before)
+                .map(|(now, before)| now.since(before))
+                .collect();
+            let record = RoundRecord {
                 round,
-                &updates,
-                evaluation,
-                self.traffic.down() - down_before,
-                self.traffic.up() - up_before,
-                started.elapsed(),
-            );
+                clients: sampled,
+                dropped: collected.dropped,
+                train_loss: Update::mean_loss(&collected.updates),
+                test_accuracy: evaluation.map(|e| e.accuracy),
+                test_loss: evaluation.map(|e| e.loss),
+                traffic,
+                sim_round_s: self.now - round_start,
+                sim_time_s: self.now,
+                wall_ms: (started.elapsed().as_secs_f64() * 1e4).round() / 10.0,
+            };
             self.outcomes
                 .send(record)
                 .map_err(|_| FederationError::ObserverGone)?;
@@ -140,24 +234,91 @@ impl Server {
         sampled
     }
 
-    /// Receives `expected` updates for `round`, sorted by client id; the first failure ends
-    /// the round.
-    fn collect(&self, round: u32, expected: usize) -> Result<Vec<Update>, FederationError> {
-        let mut updates = Vec::with_capacity(expected);
-        while updates.len() < expected {
-            match self.link.recv().map_err(|_| lost("client group 0"))? {
-                Message::Uplink(update) if update.round == round => updates.push(update),
+    fn send_downlinks(
+        &self,
+        round: u32,
+        sampled: &[ClientId],
+        model: &Arc<[f32]>,
+        deadline: Option<f64>,
+    ) -> Result<(), FederationError> {
+        for child in &self.children {
+            let mine: Vec<ClientId> = sampled
+                .iter()
+                .copied()
+                .filter(|id| child.clients.iter().any(|c| c.id == *id))
+                .collect();
+            let batches: Vec<Vec<ClientId>> = if child.is_group() {
+                mine.into_iter().map(|c| vec![c]).collect()
+            } else if mine.is_empty() {
+                Vec::new()
+            } else {
+                vec![mine]
+            };
+            for clients in batches {
+                let downlink = Message::Downlink {
+                    round,
+                    edge_round: 0,
+                    clients,
+                    model: model.clone(),
+                    deadline,
+                };
+                child
+                    .link
+                    .send(downlink, self.now)
+                    .map_err(|_| lost(child.node))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives updates and drops until every one of the `expected` sampled clients is
+    /// accounted for; the first failure ends the round. Updates come back sorted by their
+    /// first client id, drops by client id.
+    fn collect(
+        &mut self,
+        round: u32,
+        expected: usize,
+        deadline: Option<f64>,
+    ) -> Result<Collected, FederationError> {
+        let mut collected = Collected {
+            updates: Vec::new(),
+            dropped: Vec::new(),
+            last_arrival: self.now,
+        };
+        let mut accounted = 0;
+        while accounted < expected {
+            let (_, Envelope { at, message, .. }) = self.recv_any()?;
+            match message {
+                Message::Uplink(update) if update.round == round => {
+                    accounted += update.clients.len();
+                    if deadline.is_some_and(|d| at > d + DEADLINE_SLACK_S) {
+                        collected
+                            .dropped
+                            .extend(update.clients.iter().map(|&client| Dropped {
+                                client,
+                                reason: DropReason::Deadline,
+                            }));
+                    } else {
+                        collected.last_arrival = collected.last_arrival.max(at);
+                        collected.updates.push(update);
+                    }
+                }
+                Message::Dropped { round: r, clients } if r == round => {
+                    accounted += clients.len();
+                    collected.dropped.extend(clients);
+                }
                 Message::ClientFailed {
                     round,
                     client,
+                    path,
                     error,
                 } => {
-                    return Err(ClientFailure {
+                    return Err(FederationError::ClientFailed {
                         round,
                         client,
+                        path,
                         error,
-                    }
-                    .into());
+                    });
                 }
                 other => {
                     return Err(protocol(format!(
@@ -167,42 +328,67 @@ impl Server {
                 }
             }
         }
-        updates.sort_by_key(|u| u.client);
-        Ok(updates)
+        collected.updates.sort_by_key(|u| u.clients[0]);
+        collected.dropped.sort_by_key(|d| d.client);
+        Ok(collected)
     }
 
-    fn is_eval_round(&self, round: u32) -> bool {
-        round.is_multiple_of(self.setup.eval.every) || round == self.setup.rounds
-    }
-
-    /// Sends `Exit` and waits for `ExitAck`, dropping results still in flight. A group that is
-    /// already gone has nothing left to stop.
-    fn shut_down(&self) -> Result<(), FederationError> {
-        if self.link.send(Message::Exit).is_err() {
-            return Ok(());
+    /// Waits for a message from any child still open. A child whose link closed is marked
+    /// closed and reported lost.
+    fn recv_any(&mut self) -> Result<(usize, Envelope), FederationError> {
+        if self.children.iter().all(|c| c.closed) {
+            return Err(FederationError::TierLost {
+                tier: "every child of the server".to_string(),
+                detail: None,
+            });
         }
-        loop {
-            match self.link.recv() {
-                Ok(Message::ExitAck) | Err(_) => return Ok(()),
-                Ok(Message::Uplink(_) | Message::ClientFailed { .. }) => {}
-                Ok(other) => {
+        let mut selector = flume::Selector::new();
+        for (index, child) in self.children.iter().enumerate().filter(|(_, c)| !c.closed) {
+            selector = selector.recv(child.link.receiver(), move |r| (index, r.ok()));
+        }
+        let (index, received) = selector.wait();
+        received
+            .ok_or_else(|| {
+                self.children[index].closed = true;
+                lost(self.children[index].node)
+            })
+            .map(|envelope| (index, envelope))
+    }
+
+    /// Sends `Exit` to every child still open and waits for each one's `ExitAck`, dropping
+    /// results still in flight. A child that is gone has nothing left to stop.
+    fn shut_down(&mut self) -> Result<(), FederationError> {
+        for child in &mut self.children {
+            child.closed |= child.link.send(Message::Exit, self.now).is_err();
+        }
+        while self.children.iter().any(|c| !c.closed) {
+            // A child that closes without acknowledging has stopped all the same.
+            let Ok((index, envelope)) = self.recv_any() else {
+                continue;
+            };
+
+            match envelope.message {
+                Message::ExitAck => self.children[index].closed = true,
+                Message::Uplink(_) | Message::Dropped { .. } | Message::ClientFailed { .. } => {}
+                other => {
                     return Err(protocol(format!("expected ExitAck, got {}", other.code())));
                 }
             }
         }
+        Ok(())
     }
 }
 
-fn lost(tier: &str) -> FederationError {
+fn lost(node: NodeId) -> FederationError {
     FederationError::TierLost {
-        tier: tier.to_string(),
+        tier: node.to_string(),
         detail: None,
     }
 }
 
 fn protocol(detail: String) -> FederationError {
     FederationError::Protocol {
-        tier: TIER.to_string(),
+        tier: NodeId::Server.to_string(),
         detail,
     }
 }

@@ -11,6 +11,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod partition;
+mod topology;
+
+pub use partition::PartitionConfig;
+pub use topology::{
+    AvailabilityConfig, ClientLinkOverride, ComputeConfig, NetworkConfig, SchedulerMode,
+    TopologyConfig,
+};
+
 use crate::backend::BackendKind;
 use crate::data::Normalization;
 use crate::model::ModelKind;
@@ -38,13 +47,22 @@ pub struct ExperimentConfig {
     /// How the server turns client updates into the next global model.
     #[serde(default)]
     pub strategy: StrategyConfig,
+    /// The shape of the federation tree. Default: flat.
+    #[serde(default)]
+    pub topology: TopologyConfig,
+    /// Simulated links and compute speeds, for the virtual clock. Default: instant.
+    #[serde(default)]
+    pub network: NetworkConfig,
+    /// Sampled clients that drop out or miss the round's deadline. Default: none.
+    #[serde(default)]
+    pub availability: AvailabilityConfig,
     /// Evaluation of the global model on the test set.
     #[serde(default)]
     pub eval: EvalConfig,
     /// The burn backend that trains: `"flex"` (default), `"ndarray"` or `"wgpu"`.
     #[serde(default)]
     pub backend: BackendKind,
-    /// Failures to inject into client training, to exercise error handling. Default: none.
+    /// Failures to inject into clients or schedulers, to exercise error handling. Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultConfig>,
 }
@@ -70,139 +88,6 @@ pub struct DataConfig {
 pub enum DatasetKind {
     /// MNIST's four IDX files (raw or `.gz`), as embedded in `datasets/mnist/`.
     Mnist,
-}
-
-/// How the training set is split among clients. Written either with a `scheme`
-/// (`{"scheme": "dirichlet", "alpha": 0.5}`) or as a saved partition (`{"file": "p.json"}`).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(try_from = "RawPartition", into = "RawPartition")]
-pub enum PartitionConfig {
-    /// Shuffle and deal out equal parts.
-    #[default]
-    Iid,
-    /// Label skew: each class is split among clients by shares drawn from Dir(`alpha`);
-    /// redrawn until every client has at least `min_size` samples.
-    Dirichlet {
-        /// Concentration; small values (0.1) give a few classes per client, large (100) near IID.
-        alpha: f64,
-        /// Smallest acceptable client (default 10 samples).
-        min_size: usize,
-    },
-    /// The FedAvg paper's split: sort by label, cut into `num_shards` equal shards, give each
-    /// client `num_shards / num_clients` of them.
-    Shards {
-        /// Number of shards; a multiple of `federation.num_clients`.
-        num_shards: usize,
-    },
-    /// A partition file written by an earlier run (`partition.json`).
-    File {
-        /// Path of the file; relative paths are resolved against the experiment file's folder.
-        file: PathBuf,
-    },
-}
-
-/// The default smallest client for the Dirichlet scheme.
-const DEFAULT_MIN_SIZE: usize = 10;
-
-/// The partition object as written in the file, before its fields are checked together.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPartition {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    scheme: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    alpha: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min_size: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    num_shards: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    file: Option<PathBuf>,
-}
-
-impl TryFrom<RawPartition> for PartitionConfig {
-    type Error = String;
-
-    fn try_from(raw: RawPartition) -> Result<Self, String> {
-        let scheme = match (&raw.scheme, &raw.file) {
-            (Some(_), Some(_)) => {
-                return Err("give either `scheme` or `file`, not both".to_string());
-            }
-            (None, Some(_)) => "file",
-            (Some(scheme), None) => scheme.as_str(),
-            (None, None) => {
-                return Err(
-                    "expected `scheme` (\"iid\", \"dirichlet\", \"shards\") or `file`".to_string(),
-                );
-            }
-        };
-        let allowed: &[&str] = match scheme {
-            "iid" => &[],
-            "dirichlet" => &["alpha", "min_size"],
-            "shards" => &["num_shards"],
-            "file" => &["file"],
-            other => {
-                return Err(format!(
-                    "unknown scheme {other:?}; expected \"iid\", \"dirichlet\" or \"shards\""
-                ));
-            }
-        };
-        let present = [
-            ("alpha", raw.alpha.is_some()),
-            ("min_size", raw.min_size.is_some()),
-            ("num_shards", raw.num_shards.is_some()),
-            ("file", raw.file.is_some()),
-        ];
-        if let Some((field, _)) = present
-            .iter()
-            .find(|(field, set)| *set && !allowed.contains(field))
-        {
-            return Err(format!("`{field}` does not apply to scheme {scheme:?}"));
-        }
-        fn required<T>(value: Option<T>, scheme: &str, field: &str) -> Result<T, String> {
-            value.ok_or_else(|| format!("scheme {scheme:?} needs `{field}`"))
-        }
-        Ok(match scheme {
-            "iid" => PartitionConfig::Iid,
-            "dirichlet" => PartitionConfig::Dirichlet {
-                alpha: required(raw.alpha, scheme, "alpha")?,
-                min_size: raw.min_size.unwrap_or(DEFAULT_MIN_SIZE),
-            },
-            "shards" => PartitionConfig::Shards {
-                num_shards: required(raw.num_shards, scheme, "num_shards")?,
-            },
-            _ => PartitionConfig::File {
-                file: required(raw.file, scheme, "file")?,
-            },
-        })
-    }
-}
-
-impl From<PartitionConfig> for RawPartition {
-    fn from(config: PartitionConfig) -> Self {
-        let scheme = |name: &str| Some(name.to_string());
-        match config {
-            PartitionConfig::Iid => RawPartition {
-                scheme: scheme("iid"),
-                ..Default::default()
-            },
-            PartitionConfig::Dirichlet { alpha, min_size } => RawPartition {
-                scheme: scheme("dirichlet"),
-                alpha: Some(alpha),
-                min_size: Some(min_size),
-                ..Default::default()
-            },
-            PartitionConfig::Shards { num_shards } => RawPartition {
-                scheme: scheme("shards"),
-                num_shards: Some(num_shards),
-                ..Default::default()
-            },
-            PartitionConfig::File { file } => RawPartition {
-                file: Some(file),
-                ..Default::default()
-            },
-        }
-    }
 }
 
 /// Who takes part, and for how long.
@@ -295,15 +180,19 @@ impl Default for EvalConfig {
     }
 }
 
-/// One injected client failure.
+/// One injected failure: a client's training, or a scheduler's thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultConfig {
-    /// Round in which the client fails (from 1).
+    /// Round in which the failure happens (from 1).
     pub round: u32,
-    /// Client id that fails.
-    pub client: usize,
-    /// `"panic"` (the training code panics) or `"error"` (it returns an error).
+    /// The client whose training fails; give this or `scheduler`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<usize>,
+    /// The scheduler whose thread panics when the round reaches it; give this or `client`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<usize>,
+    /// `"panic"` or `"error"` (clients only: training returns an error).
     pub kind: FaultKind,
 }
 
@@ -311,7 +200,7 @@ pub struct FaultConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FaultKind {
-    /// The client's training code panics.
+    /// The code panics.
     Panic,
     /// The client's training returns an error.
     Error,
@@ -527,6 +416,10 @@ impl ExperimentConfig {
         if let Err(reason) = self.backend.check_available() {
             check(false, "backend", reason);
         }
+        let schedulers = match self.topology {
+            TopologyConfig::Flat {} => 0,
+            TopologyConfig::Hierarchical { schedulers, .. } => schedulers,
+        };
         for (i, fault) in self.faults.iter().enumerate() {
             check(
                 (1..=fed.rounds).contains(&fault.round),
@@ -536,15 +429,41 @@ impl ExperimentConfig {
                     fault.round, fed.rounds
                 ),
             );
-            check(
-                fault.client < fed.num_clients,
-                &format!("faults[{i}].client"),
-                format!(
-                    "is {}; client ids run from 0 to federation.num_clients - 1 ({})",
-                    fault.client,
-                    fed.num_clients.saturating_sub(1)
+            match (fault.client, fault.scheduler) {
+                (Some(client), None) => check(
+                    client < fed.num_clients,
+                    &format!("faults[{i}].client"),
+                    format!(
+                        "is {client}; client ids run from 0 to federation.num_clients - 1 ({})",
+                        fed.num_clients.saturating_sub(1)
+                    ),
                 ),
-            );
+                (None, Some(scheduler)) => {
+                    check(
+                        scheduler < schedulers,
+                        &format!("faults[{i}].scheduler"),
+                        format!("is {scheduler}; the topology has {schedulers} schedulers"),
+                    );
+                    check(
+                        fault.kind == FaultKind::Panic,
+                        &format!("faults[{i}].kind"),
+                        "a scheduler fault can only be \"panic\"".into(),
+                    );
+                }
+                _ => check(
+                    false,
+                    &format!("faults[{i}]"),
+                    "give exactly one of `client` and `scheduler`".into(),
+                ),
+            }
+        }
+        let sections = [
+            self.topology.problems(fed.num_clients),
+            self.network.problems(fed.num_clients),
+            self.availability.problems(&self.topology),
+        ];
+        for (path, message) in sections.into_iter().flatten() {
+            check(false, &path, message);
         }
         errors
     }
@@ -599,36 +518,5 @@ mod tests {
             apply_override(&mut doc, "client.lr"),
             Err(ConfigError::BadOverride(_))
         ));
-    }
-
-    #[test]
-    fn partition_accepts_a_bare_file() {
-        let config: PartitionConfig = serde_json::from_value(json!({"file": "p.json"})).unwrap();
-        assert_eq!(
-            config,
-            PartitionConfig::File {
-                file: "p.json".into()
-            }
-        );
-    }
-
-    #[test]
-    fn partition_rejects_fields_of_another_scheme() {
-        let err = serde_json::from_value::<PartitionConfig>(json!({"scheme": "iid", "alpha": 1}))
-            .unwrap_err();
-        assert!(err.to_string().contains("`alpha` does not apply"), "{err}");
-    }
-
-    #[test]
-    fn dirichlet_min_size_defaults() {
-        let config: PartitionConfig =
-            serde_json::from_value(json!({"scheme": "dirichlet", "alpha": 0.3})).unwrap();
-        assert_eq!(
-            config,
-            PartitionConfig::Dirichlet {
-                alpha: 0.3,
-                min_size: DEFAULT_MIN_SIZE
-            }
-        );
     }
 }

@@ -1,0 +1,390 @@
+//! A middle scheduler (an edge server), built the way FedLab builds one: a
+//! [`ServerConnector`] faces the server as a client would, a [`ClientConnector`] faces the
+//! client group as a server would, and two queues join them. Each connector is a thread that
+//! runs three stages: set-up (the group's `SetUp` travels up), communication, and shutdown
+//! (`Exit` travels down, `ExitAck` up).
+//!
+//! In relay mode the client connector hands each client its own downlink and forwards every
+//! update up as it arrives. In aggregate mode it runs `edge_rounds` rounds of FedAvg over its
+//! group (HierFAVG's edge aggregation) and sends one partial aggregate up, weighted by its
+//! total sample count.
+
+use std::sync::Arc;
+
+use crate::config::SchedulerMode;
+use crate::network::{
+    ClientId, DropReason, Dropped, Envelope, LinkEnd, LinkProfile, Message, NodeId, Update,
+};
+use crate::strategy::{FedAvg, Strategy};
+
+use super::FederationError;
+
+/// How a scheduler behaves.
+#[derive(Debug, Clone)]
+pub struct SchedulerSetup {
+    /// The scheduler's index; it is `NodeId::Scheduler(index)` and its group is
+    /// `NodeId::Group(index)`.
+    pub index: usize,
+    /// Relay or aggregate.
+    pub mode: SchedulerMode,
+    /// Edge rounds per round, in aggregate mode.
+    pub edge_rounds: u32,
+    /// The link to the server, to know how early a partial aggregate must leave to meet a
+    /// deadline.
+    pub server_link: LinkProfile,
+    /// Rounds in which the client connector panics (fault injection).
+    pub panic_rounds: Vec<u32>,
+}
+
+/// Builds a scheduler's two connectors around its links to the server (`parent`) and to its
+/// client group (`child`).
+pub fn scheduler(
+    setup: SchedulerSetup,
+    parent: LinkEnd,
+    child: LinkEnd,
+) -> (ServerConnector, ClientConnector) {
+    let (down_tx, down_rx) = flume::unbounded();
+    let (up_tx, up_rx) = flume::unbounded();
+    let node = NodeId::Scheduler(setup.index);
+    (
+        ServerConnector {
+            node,
+            parent,
+            down: down_tx,
+            up: up_rx,
+        },
+        ClientConnector {
+            node,
+            setup,
+            child,
+            down: down_rx,
+            up: up_tx,
+        },
+    )
+}
+
+/// The scheduler's upper half: relays between the server and the queues.
+pub struct ServerConnector {
+    node: NodeId,
+    parent: LinkEnd,
+    down: flume::Sender<Envelope>,
+    up: flume::Receiver<Envelope>,
+}
+
+enum ServerSide {
+    FromServer(Option<Envelope>),
+    FromQueue(Option<Envelope>),
+}
+
+impl ServerConnector {
+    /// Forwards downlinks and `Exit` to the client connector and everything it queues to the
+    /// server, until the client connector's `ExitAck` has gone up.
+    pub fn run(self) -> Result<(), FederationError> {
+        let mut server_open = true;
+        loop {
+            let event = if server_open {
+                flume::Selector::new()
+                    .recv(self.parent.receiver(), |m| ServerSide::FromServer(m.ok()))
+                    .recv(&self.up, |m| ServerSide::FromQueue(m.ok()))
+                    .wait()
+            } else {
+                ServerSide::FromQueue(self.up.recv().ok())
+            };
+            match event {
+                ServerSide::FromServer(Some(envelope)) => match envelope.message {
+                    Message::Downlink { .. } | Message::Exit => {
+                        if self.down.send(envelope).is_err() {
+                            return Err(self.connector_lost());
+                        }
+                    }
+                    other => {
+                        return Err(FederationError::Protocol {
+                            tier: self.node.to_string(),
+                            detail: format!("unexpected {} from the server", other.code()),
+                        });
+                    }
+                },
+                // The server is gone: tell the client connector, then wait for it to stop.
+                ServerSide::FromServer(None) => {
+                    server_open = false;
+                    let _ = self.down.send(Envelope {
+                        from: self.node,
+                        at: 0.0,
+                        message: Message::Exit,
+                    });
+                }
+                ServerSide::FromQueue(Some(envelope)) => {
+                    let done = matches!(envelope.message, Message::ExitAck);
+                    if server_open {
+                        server_open = self.parent.send(envelope.message, envelope.at).is_ok();
+                    }
+                    if done {
+                        return Ok(());
+                    }
+                }
+                ServerSide::FromQueue(None) => return Err(self.connector_lost()),
+            }
+        }
+    }
+
+    fn connector_lost(&self) -> FederationError {
+        FederationError::TierLost {
+            tier: format!("{} (client connector)", self.node),
+            detail: None,
+        }
+    }
+}
+
+/// The scheduler's lower half: serves its client group as the server would.
+pub struct ClientConnector {
+    node: NodeId,
+    setup: SchedulerSetup,
+    child: LinkEnd,
+    down: flume::Receiver<Envelope>,
+    up: flume::Sender<Envelope>,
+}
+
+enum ClientSide {
+    FromQueue(Option<Envelope>),
+    FromGroup(Option<Envelope>),
+}
+
+impl ClientConnector {
+    /// Passes the group's `SetUp` up, serves rounds until `Exit`, then stops the group and
+    /// acknowledges.
+    pub fn run(self) -> Result<(), FederationError> {
+        let set_up = self.child.recv().map_err(|_| self.group_lost())?;
+        self.queue_up(set_up.message, set_up.at);
+        loop {
+            let event = flume::Selector::new()
+                .recv(&self.down, |m| ClientSide::FromQueue(m.ok()))
+                .recv(self.child.receiver(), |m| ClientSide::FromGroup(m.ok()))
+                .wait();
+            match event {
+                ClientSide::FromQueue(Some(Envelope {
+                    at,
+                    message:
+                        Message::Downlink {
+                            round,
+                            clients,
+                            model,
+                            deadline,
+                            ..
+                        },
+                    ..
+                })) => {
+                    if self.setup.panic_rounds.contains(&round) {
+                        panic!("injected panic");
+                    }
+                    match self.setup.mode {
+                        SchedulerMode::Relay => {
+                            self.relay_down(round, clients, model, deadline, at)?
+                        }
+                        SchedulerMode::Aggregate => {
+                            self.aggregate_round(round, &clients, model, deadline, at)?;
+                        }
+                    }
+                }
+                ClientSide::FromQueue(Some(_)) | ClientSide::FromQueue(None) => {
+                    return self.shut_down();
+                }
+                ClientSide::FromGroup(Some(envelope)) => self.forward_up(envelope),
+                ClientSide::FromGroup(None) => return Err(self.group_lost()),
+            }
+        }
+    }
+
+    fn relay_down(
+        &self,
+        round: u32,
+        clients: Vec<ClientId>,
+        model: Arc<[f32]>,
+        deadline: Option<f64>,
+        at: f64,
+    ) -> Result<(), FederationError> {
+        for client in clients {
+            self.send_down(round, 0, client, &model, deadline, at)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the round's edge rounds over `clients` and queues one partial aggregate (and the
+    /// clients that dropped) for the server. A client failure is passed up and ends the round.
+    fn aggregate_round(
+        &self,
+        round: u32,
+        clients: &[ClientId],
+        model: Arc<[f32]>,
+        deadline: Option<f64>,
+        arrived: f64,
+    ) -> Result<(), FederationError> {
+        // The partial aggregate must leave early enough to cross the server link in time.
+        let cutoff = deadline.map(|d| {
+            let aggregate_bytes = Message::Uplink(Update {
+                round,
+                clients: clients.to_vec(),
+                num_samples: 0,
+                train_loss: 0.0,
+                params: vec![0.0; model.len()],
+            })
+            .wire_bytes();
+            d - self.setup.server_link.transfer_seconds(aggregate_bytes)
+        });
+        let (mut model, mut now) = (model, arrived);
+        let mut outcome = EdgeRound::default();
+        for edge_round in 0..self.setup.edge_rounds {
+            for &client in clients {
+                self.send_down(round, edge_round, client, &model, deadline, now)?;
+            }
+            outcome = match self.collect_edge_round(round, clients.len(), cutoff)? {
+                Some(outcome) => outcome,
+                None => return Ok(()),
+            };
+            now = outcome.finished.max(now);
+            if !outcome.updates.is_empty() {
+                model = FedAvg.aggregate(&model, &outcome.updates).into();
+            }
+        }
+        if !outcome.dropped.is_empty() {
+            let dropped = Message::Dropped {
+                round,
+                clients: outcome.dropped,
+            };
+            self.queue_up(dropped, now);
+        }
+        if !outcome.updates.is_empty() {
+            let partial = Update::combined(round, &outcome.updates, model.to_vec());
+            self.queue_up(Message::Uplink(partial), now);
+        }
+        Ok(())
+    }
+
+    /// Gathers the group's answers for one edge round; `None` if a client failed (the
+    /// failure has been passed up).
+    fn collect_edge_round(
+        &self,
+        round: u32,
+        expected: usize,
+        cutoff: Option<f64>,
+    ) -> Result<Option<EdgeRound>, FederationError> {
+        let mut outcome = EdgeRound::default();
+        let mut accounted = 0;
+        while accounted < expected {
+            let envelope = self.child.recv().map_err(|_| self.group_lost())?;
+            match envelope.message {
+                Message::Uplink(update) => {
+                    accounted += 1;
+                    if cutoff.is_some_and(|c| envelope.at > c) {
+                        outcome.dropped.push(Dropped {
+                            client: update.clients[0],
+                            reason: DropReason::Deadline,
+                        });
+                        outcome.finished = outcome.finished.max(cutoff.unwrap_or(0.0));
+                    } else {
+                        outcome.finished = outcome.finished.max(envelope.at);
+                        outcome.updates.push(update);
+                    }
+                }
+                Message::Dropped { clients, .. } => {
+                    accounted += clients.len();
+                    outcome.dropped.extend(clients);
+                }
+                Message::ClientFailed { .. } => {
+                    self.forward_up(envelope);
+                    return Ok(None);
+                }
+                other => {
+                    return Err(FederationError::Protocol {
+                        tier: self.node.to_string(),
+                        detail: format!("unexpected {} in round {round}", other.code()),
+                    });
+                }
+            }
+        }
+        outcome.updates.sort_by_key(|u| u.clients[0]);
+        outcome.dropped.sort_by_key(|d| d.client);
+        Ok(Some(outcome))
+    }
+
+    fn send_down(
+        &self,
+        round: u32,
+        edge_round: u32,
+        client: ClientId,
+        model: &Arc<[f32]>,
+        deadline: Option<f64>,
+        at: f64,
+    ) -> Result<(), FederationError> {
+        let downlink = Message::Downlink {
+            round,
+            edge_round,
+            clients: vec![client],
+            model: model.clone(),
+            deadline,
+        };
+        self.child.send(downlink, at).map_err(|_| self.group_lost())
+    }
+
+    /// Passes a message from the group up, adding this scheduler to a failure's path.
+    fn forward_up(&self, envelope: Envelope) {
+        let message = match envelope.message {
+            Message::ClientFailed {
+                round,
+                client,
+                mut path,
+                error,
+            } => {
+                path.insert(0, self.node);
+                Message::ClientFailed {
+                    round,
+                    client,
+                    path,
+                    error,
+                }
+            }
+            other => other,
+        };
+        self.queue_up(message, envelope.at);
+    }
+
+    /// Hands a message to the server connector; if it is gone, the shutdown path reports it.
+    fn queue_up(&self, message: Message, at: f64) {
+        let _ = self.up.send(Envelope {
+            from: self.node,
+            at,
+            message,
+        });
+    }
+
+    /// Stops the group, waits for its `ExitAck` (dropping results still in flight), and
+    /// acknowledges up.
+    fn shut_down(self) -> Result<(), FederationError> {
+        if self.child.send(Message::Exit, 0.0).is_ok() {
+            while let Ok(envelope) = self.child.recv() {
+                if matches!(envelope.message, Message::ExitAck) {
+                    break;
+                }
+            }
+        }
+        self.queue_up(Message::ExitAck, 0.0);
+        Ok(())
+    }
+
+    fn group_lost(&self) -> FederationError {
+        FederationError::TierLost {
+            tier: NodeId::Group(self.setup.index).to_string(),
+            detail: None,
+        }
+    }
+}
+
+/// What came back from the group in one edge round.
+#[derive(Default)]
+struct EdgeRound {
+    /// Updates in client order.
+    updates: Vec<Update>,
+    /// Clients that dropped out or missed the cutoff.
+    dropped: Vec<Dropped>,
+    /// Simulated time the last counted update arrived (or the cutoff, if one was missed).
+    finished: f64,
+}
