@@ -17,6 +17,15 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// The name the experiment file and `--backend` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Flex => "flex",
+            BackendKind::Ndarray => "ndarray",
+            BackendKind::Wgpu => "wgpu",
+        }
+    }
+
     /// Whether this build can run the backend; the error says how to get it.
     pub fn check_available(self) -> Result<(), String> {
         if self == BackendKind::Wgpu && !cfg!(feature = "wgpu") {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use fedsim::backend::BackendKind;
-use fedsim::report::{Progress, RunFolder};
+use fedsim::report::{Progress, RunFolder, say};
 use fedsim::{Error, Experiment, ExperimentConfig};
 
 #[global_allocator]
@@ -56,8 +56,7 @@ impl ExperimentArgs {
     fn load(&self, backend: Option<BackendKind>) -> Result<ExperimentConfig, Error> {
         let mut overrides = self.overrides.clone();
         if let Some(backend) = backend {
-            let name = serde_json::to_value(backend).expect("backend names serialise");
-            overrides.push(format!("backend={name}"));
+            overrides.push(format!("backend={}", backend.name()));
         }
         Ok(ExperimentConfig::load(&self.experiment, &overrides)?)
     }
@@ -94,42 +93,42 @@ fn run(
     let config = experiment.config();
     let dir = out.unwrap_or_else(|| RunFolder::default_dir(&config.name));
     let mut folder = RunFolder::create(&dir)?;
-    println!(
-        "{}: {} model, {} clients ({} per round), {} rounds on {:?}; results in {}",
+    say(format_args!(
+        "{}: {} model, {} clients ({} per round), {} rounds on {}; results in {}",
         config.name,
-        serde_json::to_value(config.model).expect("model names serialise"),
+        config.model.name(),
         config.federation.num_clients,
         config.federation.clients_per_round,
         config.federation.rounds,
-        config.backend,
+        config.backend.name(),
         dir.display()
-    );
+    ));
     let progress = Progress::for_stdout(config.federation.rounds, quiet);
     let result = experiment.run(&mut folder, &progress);
     progress.finish();
     let summary = result?.summary;
-    println!(
+    say(format_args!(
         "done: test accuracy {:.2}% (best {:.2}%) after {} rounds in {:.1} s",
         100.0 * summary.final_accuracy,
         100.0 * summary.best_accuracy,
         summary.rounds,
         summary.wall_seconds,
-    );
+    ));
     for tier in &summary.traffic {
-        println!(
+        say(format_args!(
             "  {} tier: {:.1} MB down in {} messages, {:.1} MB up in {} messages",
             tier.tier,
             tier.bytes_down as f64 / 1e6,
             tier.messages_down,
             tier.bytes_up as f64 / 1e6,
             tier.messages_up,
-        );
+        ));
     }
     if summary.sim_time_s > 0.0 || summary.dropped_clients > 0 {
-        println!(
+        say(format_args!(
             "  simulated time {:.1} s; {} sampled clients left out",
             summary.sim_time_s, summary.dropped_clients
-        );
+        ));
     }
     Ok(())
 }
@@ -139,10 +138,13 @@ fn partition(args: &ExperimentArgs) -> Result<(), Error> {
     let counts = experiment.label_counts();
     let classes = counts.first().map_or(0, Vec::len);
     let header: String = (0..classes).map(|c| format!("{c:>6}")).collect();
-    println!("client  samples{header}");
+    say(format_args!("client  samples{header}"));
     for (client, row) in counts.iter().enumerate() {
         let cells: String = row.iter().map(|n| format!("{n:>6}")).collect();
-        println!("{client:>6}  {:>7}{cells}", row.iter().sum::<usize>());
+        say(format_args!(
+            "{client:>6}  {:>7}{cells}",
+            row.iter().sum::<usize>()
+        ));
     }
     Ok(())
 }

@@ -269,7 +269,13 @@ fn hierarchical_experiments_run_as_shipped() {
         assert_eq!(records.len(), 2);
         assert!(records[1]["sim_time_s"].as_f64().unwrap() > 0.0);
         let accuracy = |r: &Value| r["test_accuracy"].as_f64().unwrap();
-        assert!(accuracy(&records[0]) > 0.2, "{name} learns in its first round");
-        assert!(accuracy(&records[1]) > accuracy(&records[0]), "{name} improves");
+        assert!(
+            accuracy(&records[0]) > 0.2,
+            "{name} learns in its first round"
+        );
+        assert!(
+            accuracy(&records[1]) > accuracy(&records[0]),
+            "{name} improves"
+        );
     }
 }

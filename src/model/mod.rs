@@ -26,6 +26,16 @@ pub enum ModelKind {
     Cnn,
 }
 
+impl ModelKind {
+    /// The name the experiment file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Mlp => "mlp",
+            ModelKind::Cnn => "cnn",
+        }
+    }
+}
+
 /// An instance of one of the zoo's architectures.
 // Few instances exist (one per worker), so the variants' size difference costs nothing.
 #[allow(clippy::large_enum_variant)]

@@ -6,5 +6,5 @@ pub mod progress;
 pub mod run_folder;
 
 pub use metrics::{RoundRecord, Summary, TierTraffic};
-pub use progress::Progress;
+pub use progress::{Progress, say};
 pub use run_folder::RunFolder;

@@ -1,6 +1,7 @@
 //! Progress over rounds: a bar on a terminal, plain lines otherwise.
 
-use std::io::IsTerminal;
+use std::fmt;
+use std::io::{IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -49,10 +50,10 @@ impl Progress {
                 }
                 bar.set_position(u64::from(record.round));
             }
-            Progress::Lines { rounds } => println!(
+            Progress::Lines { rounds } => say(format_args!(
                 "round {}/{rounds}  train loss {:.4}{accuracy}  {:.0} ms",
                 record.round, record.train_loss, record.wall_ms
-            ),
+            )),
             Progress::Silent => {}
         }
     }
@@ -63,4 +64,10 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// Prints a line on stdout. A reader that went away (`fedsim run … | head`) is not an error:
+/// the run goes on and its results still reach the run folder.
+pub fn say(line: fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stdout(), "{line}");
 }
