@@ -109,6 +109,15 @@ impl TrafficMeter {
             })
             .collect()
     }
+
+    /// Traffic per tier since `earlier`, an earlier [`TrafficMeter::read`].
+    pub fn since(&self, earlier: &[TierTraffic]) -> Vec<TierTraffic> {
+        self.read()
+            .iter()
+            .zip(earlier)
+            .map(|(now, before)| now.since(before))
+            .collect()
+    }
 }
 
 /// Everything needed to build a federation tree.

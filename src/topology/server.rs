@@ -167,58 +167,65 @@ impl Server {
     fn run_rounds(&mut self, clients: &[ClientInfo]) -> Result<Vec<f32>, FederationError> {
         let mut global: Arc<[f32]> = std::mem::take(&mut self.setup.initial_model).into();
         for round in 1..=self.setup.rounds {
-            let started = Instant::now();
-            let traffic_before = self.traffic.read();
-            let round_start = self.now;
-            let deadline = self.setup.deadline_s.map(|d| round_start + d);
-            let sampled = self.sample(round, clients);
-            self.send_downlinks(round, &sampled, &global, deadline)?;
-            let collected = self.collect(round, sampled.len(), deadline)?;
-            let missed_deadline = collected
-                .dropped
-                .iter()
-                .any(|d| d.reason == DropReason::Deadline);
-            self.now = match deadline {
-                Some(deadline) if missed_deadline => deadline,
-                _ => collected.last_arrival.max(round_start),
-            };
-            if !collected.updates.is_empty() {
-                global = self
-                    .setup
-                    .strategy
-                    .aggregate(&global, &collected.updates)
-                    .into();
-            }
-            let evaluation = self
-                .setup
-                .evaluator
-                .as_ref()
-                .filter(|e| e.evaluates(round, self.setup.rounds))
-                .map(|e| e.evaluate(&global));
-            let traffic = self
-                .traffic
-                .read()
-                .iter()
-                .zip(&traffic_before)
-                .map(|(now, before)| now.since(before))
-                .collect();
-            let record = RoundRecord {
-                round,
-                clients: sampled,
-                dropped: collected.dropped,
-                train_loss: Update::mean_loss(&collected.updates),
-                test_accuracy: evaluation.map(|e| e.accuracy),
-                test_loss: evaluation.map(|e| e.loss),
-                traffic,
-                sim_round_s: self.now - round_start,
-                sim_time_s: self.now,
-                wall_ms: (started.elapsed().as_secs_f64() * 1e4).round() / 10.0,
-            };
+            let (next, record) = self.play_round(round, clients, global)?;
+            global = next;
             self.outcomes
                 .send(record)
                 .map_err(|_| FederationError::ObserverGone)?;
         }
         Ok(global.to_vec())
+    }
+
+    /// One round: sample, send the model down, collect, advance the simulated clock,
+    /// aggregate, evaluate. Returns the next global model and the round's record.
+    fn play_round(
+        &mut self,
+        round: u32,
+        clients: &[ClientInfo],
+        global: Arc<[f32]>,
+    ) -> Result<(Arc<[f32]>, RoundRecord), FederationError> {
+        let started = Instant::now();
+        let traffic_before = self.traffic.read();
+        let round_start = self.now;
+        let deadline = self.setup.deadline_s.map(|d| round_start + d);
+        let sampled = self.sample(round, clients);
+        self.send_downlinks(round, &sampled, &global, deadline)?;
+        let collected = self.collect(round, sampled.len(), deadline)?;
+        let missed_deadline = collected
+            .dropped
+            .iter()
+            .any(|d| d.reason == DropReason::Deadline);
+        self.now = match deadline {
+            Some(deadline) if missed_deadline => deadline,
+            _ => collected.last_arrival.max(round_start),
+        };
+        let global: Arc<[f32]> = if collected.updates.is_empty() {
+            global
+        } else {
+            self.setup
+                .strategy
+                .aggregate(&global, &collected.updates)
+                .into()
+        };
+        let evaluation = self
+            .setup
+            .evaluator
+            .as_ref()
+            .filter(|e| e.evaluates(round, self.setup.rounds))
+            .map(|e| e.evaluate(&global));
+        let record = RoundRecord {
+            round,
+            clients: sampled,
+            dropped: collected.dropped,
+            train_loss: Update::mean_loss(&collected.updates),
+            test_accuracy: evaluation.map(|e| e.accuracy),
+            test_loss: evaluation.map(|e| e.loss),
+            traffic: self.traffic.since(&traffic_before),
+            sim_round_s: self.now - round_start,
+            sim_time_s: self.now,
+            wall_ms: (started.elapsed().as_secs_f64() * 1e4).round() / 10.0,
+        };
+        Ok((global, record))
     }
 
     /// `clients_per_round` clients drawn without replacement from the round's stream, in id
