@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::Error;
 use crate::config::{DatasetKind, ExperimentConfig, PartitionConfig};
-use crate::data::partition::Partition;
+use crate::data::partition::{Partition, PartitionError};
 use crate::data::{Dataset, mnist};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
@@ -170,6 +170,13 @@ impl Experiment {
 fn partition(config: &ExperimentConfig, train: &Dataset) -> Result<Partition, Error> {
     let num_clients = config.federation.num_clients;
     let labels = train.labels();
+    if num_clients > labels.len() {
+        return Err(PartitionError(format!(
+            "federation.num_clients {num_clients} exceeds the {} training samples; every client needs one",
+            labels.len()
+        ))
+        .into());
+    }
     let rng = &mut stream(config.seed, Purpose::Partition, 0, 0);
     Ok(match &config.partition {
         PartitionConfig::Iid => Partition::iid(labels.len(), num_clients, rng),

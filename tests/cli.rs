@@ -104,6 +104,11 @@ fn each_validation_rule_names_its_field() {
         ),
         (
             "/partition",
+            serde_json::json!({"scheme": "dirichlet", "alpha": 1, "min_size": 0}),
+            "partition.min_size",
+        ),
+        (
+            "/partition",
             serde_json::json!({"scheme": "shards", "num_shards": 150}),
             "partition.num_shards",
         ),
@@ -291,6 +296,15 @@ fn unreachable_dirichlet_min_size_is_reported() {
         v["partition"] = serde_json::json!({"scheme": "dirichlet", "alpha": 0.01, "min_size": 600});
     });
     assert_rejected(&config, &["min_size 600", "lower partition.min_size"]);
+}
+
+#[test]
+fn more_clients_than_samples_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with(dir.path(), |v| {
+        v["federation"]["num_clients"] = 60_001.into();
+    });
+    assert_rejected(&config, &["num_clients 60001", "60000 training samples"]);
 }
 
 #[test]

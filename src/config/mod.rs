@@ -392,11 +392,19 @@ impl ExperimentConfig {
         );
         match &self.partition {
             PartitionConfig::Iid => {}
-            PartitionConfig::Dirichlet { alpha, .. } => check(
-                *alpha > 0.0 && alpha.is_finite(),
-                "partition.alpha",
-                format!("is {alpha}; must be a number greater than 0"),
-            ),
+            PartitionConfig::Dirichlet { alpha, min_size } => {
+                check(
+                    *alpha > 0.0 && alpha.is_finite(),
+                    "partition.alpha",
+                    format!("is {alpha}; must be a number greater than 0"),
+                );
+                // A client without samples would train on nothing and weigh nothing.
+                check(
+                    *min_size >= 1,
+                    "partition.min_size",
+                    "must be at least 1".into(),
+                );
+            }
             PartitionConfig::Shards { num_shards } => check(
                 *num_shards >= fed.num_clients
                     && fed.num_clients > 0
