@@ -86,12 +86,43 @@ fn a_client_error_stops_the_run_with_a_report_naming_it() {
 }
 
 #[test]
+fn of_two_failing_clients_the_lower_id_is_reported() {
+    let sampled = sampled_clients(2);
+    let (low, high) = (sampled[2], sampled[7]);
+    // Both fail as soon as they start; which failure reaches the server first depends on
+    // scheduling, the report does not.
+    let faults = format!(
+        r#"{{"round": 2, "client": {high}, "kind": "panic"}}, {{"round": 2, "client": {low}, "kind": "error"}}"#
+    );
+    let (code, stderr, _dir) = run_with_fault(&faults);
+    assert_eq!(code, Some(1), "{stderr}");
+    let expected =
+        format!("error: client {low} failed in round 2 (client group 0): injected failure");
+    assert_eq!(stderr.lines().last().unwrap(), expected, "{stderr}");
+}
+
+#[test]
 fn an_unsampled_faulty_client_changes_nothing() {
     let sampled = sampled_clients(1);
     let idle = (0..100).find(|c| !sampled.contains(c)).unwrap();
     let fault = format!(r#"{{"round": 1, "client": {idle}, "kind": "panic"}}"#);
-    let (code, stderr, _dir) = run_with_fault(&fault);
+    let (code, stderr, dir) = run_with_fault(&fault);
     assert_eq!(code, Some(0), "{stderr}");
+    let clean = tempfile::tempdir().unwrap();
+    common::run_ok(
+        &experiment("mnist-t1"),
+        clean.path(),
+        &["federation.rounds=4"],
+    );
+    let faulty = dir.path().join("run");
+    assert_eq!(
+        metrics_without_timing(&faulty),
+        metrics_without_timing(clean.path())
+    );
+    assert_eq!(
+        common::model_bytes(&faulty),
+        common::model_bytes(clean.path())
+    );
 }
 
 #[test]

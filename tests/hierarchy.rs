@@ -179,20 +179,55 @@ fn tiers(record: &Value) -> [&Value; 2] {
 #[test]
 fn simulated_round_time_is_the_slowest_path() {
     let dir = tempfile::tempdir().unwrap();
-    // Flat, every client alike: 10 ms latency and 8 Mbit/s each way, 600 samples at 1000/s.
-    let sets = [
-        r#"network={"client_link":{"latency_ms":10,"bandwidth_mbps":8},"compute":{"kind":"fixed","samples_per_second":1000}}"#,
-    ];
-    run_with_topology(dir.path(), r#"{"kind":"flat"}"#, &sets);
-    let down = 0.010 + (16 + 8 + 4 + 4 * MLP_PARAMS) as f64 * 8.0 / 8e6;
-    let up = 0.010 + (16 + 16 + 4 + 4 * MLP_PARAMS) as f64 * 8.0 / 8e6;
-    let expected = down + 0.6 + up;
-    for (i, record) in records(dir.path()).iter().enumerate() {
+    // Flat; every link 10 ms and 8 Mbit/s each way, except clients 0-49 at 100 ms; 600
+    // samples at 1000 samples/s each.
+    let slow: Vec<u64> = (0..50).collect();
+    let network = serde_json::json!({
+        "client_link": {"latency_ms": 10, "bandwidth_mbps": 8},
+        "client_overrides": [{"clients": slow, "latency_ms": 100, "bandwidth_mbps": 8}],
+        "compute": {"kind": "fixed", "samples_per_second": 1000}
+    });
+    let network = format!("network={network}");
+    run_with_topology(dir.path(), r#"{"kind":"flat"}"#, &[&network]);
+    let path = |latency: f64| {
+        let down = latency + (16 + 8 + 4 + 4 * MLP_PARAMS) as f64 * 8.0 / 8e6;
+        let up = latency + (16 + 16 + 4 + 4 * MLP_PARAMS) as f64 * 8.0 / 8e6;
+        down + 0.6 + up
+    };
+    let mut elapsed = 0.0;
+    let mut rounds_with_a_slow_client = 0;
+    for record in records(dir.path()) {
+        let sampled = record["clients"].as_array().unwrap();
+        let any_slow = sampled.iter().any(|c| c.as_u64().unwrap() < 50);
+        rounds_with_a_slow_client += usize::from(any_slow);
+        let expected = path(if any_slow { 0.100 } else { 0.010 });
         let round = record["sim_round_s"].as_f64().unwrap();
         assert!((round - expected).abs() < 1e-9, "{round} vs {expected}");
+        elapsed += expected;
         let total = record["sim_time_s"].as_f64().unwrap();
-        assert!((total - expected * (i + 1) as f64).abs() < 1e-9);
+        assert!((total - elapsed).abs() < 1e-9, "{total} vs {elapsed}");
     }
+    assert!(rounds_with_a_slow_client > 0, "no slow client was sampled");
+}
+
+#[test]
+fn hierarchical_runs_do_not_depend_on_the_worker_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = r#"{"kind":"hierarchical","schedulers":3,"mode":"aggregate","edge_rounds":2}"#;
+    let runs: Vec<_> = [1, 2]
+        .iter()
+        .map(|parallels| {
+            let out = dir.path().join(format!("p{parallels}"));
+            let parallels = format!("federation.num_parallels={parallels}");
+            run_with_topology(&out, topology, &[&parallels, "availability.dropout=0.2"]);
+            out
+        })
+        .collect();
+    assert_eq!(
+        metrics_without_timing(&runs[0]),
+        metrics_without_timing(&runs[1])
+    );
+    assert_eq!(model_bytes(&runs[0]), model_bytes(&runs[1]));
 }
 
 #[test]
@@ -252,9 +287,10 @@ fn stragglers_experiment_drops_the_same_clients_on_every_run() {
             );
         }
         if !missed.is_empty() {
-            assert_eq!(
-                record["sim_round_s"], 1.5,
-                "the server waits until the deadline"
+            let round = record["sim_round_s"].as_f64().unwrap();
+            assert!(
+                (round - 1.5).abs() < 1e-9,
+                "the server waits until the deadline: {round}"
             );
         }
     }

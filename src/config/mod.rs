@@ -255,6 +255,10 @@ impl fmt::Display for Invalid<'_> {
     }
 }
 
+/// Most worker threads, and most schedulers (three threads each), a run may ask for: far above
+/// what one machine runs well, far below where the operating system refuses threads.
+pub const MAX_THREADS: usize = 1024;
+
 impl ExperimentConfig {
     /// Reads, overrides, parses, resolves and validates an experiment file.
     ///
@@ -282,7 +286,10 @@ impl ExperimentConfig {
             let field = e.path().to_string();
             invalid(&field, e.into_inner().to_string())
         })?;
-        config.resolve_paths(path.parent().unwrap_or(Path::new(".")));
+        let folder = path.parent().unwrap_or(Path::new("."));
+        // Absolute, so the resolved config written to the run folder works from anywhere.
+        let folder = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
+        config.resolve_paths(&folder);
         let errors = config.problems();
         if errors.is_empty() {
             Ok(config)
@@ -350,9 +357,12 @@ impl ExperimentConfig {
             "must be at least 1".into(),
         );
         check(
-            fed.num_parallels >= 1,
+            (1..=MAX_THREADS).contains(&fed.num_parallels),
             "federation.num_parallels",
-            "must be at least 1".into(),
+            format!(
+                "is {}; must be between 1 and {MAX_THREADS}",
+                fed.num_parallels
+            ),
         );
         let client = &self.client;
         check(

@@ -5,6 +5,7 @@ use rand::RngExt;
 use rand_distr::{Distribution, LogNormal};
 use serde::{Deserialize, Serialize};
 
+use super::MAX_THREADS;
 use crate::network::{ClientId, LinkProfile};
 use crate::seed::{Purpose, stream};
 
@@ -87,11 +88,12 @@ impl TopologyConfig {
             return Vec::new();
         };
         let mut problems = Vec::new();
-        if *schedulers == 0 || *schedulers > num_clients {
+        let most = num_clients.min(MAX_THREADS);
+        if *schedulers == 0 || *schedulers > most {
             problems.push((
                 "topology.schedulers".to_string(),
                 format!(
-                    "is {schedulers}; must be between 1 and federation.num_clients ({num_clients})"
+                    "is {schedulers}; must be between 1 and {most} (federation.num_clients, at most {MAX_THREADS})"
                 ),
             ));
         }

@@ -63,8 +63,9 @@ pub struct RoundRecord {
     pub clients: Vec<ClientId>,
     /// Sampled clients whose work is not in the new model, and why.
     pub dropped: Vec<Dropped>,
-    /// Mean local training loss of the clients that contributed, weighted by their samples.
-    pub train_loss: f64,
+    /// Mean local training loss of the clients that contributed, weighted by their samples;
+    /// absent when none did.
+    pub train_loss: Option<f64>,
     /// Test accuracy of the new global model, when this round was evaluated.
     pub test_accuracy: Option<f64>,
     /// Test loss of the new global model, when this round was evaluated.

@@ -50,10 +50,15 @@ impl Progress {
                 }
                 bar.set_position(u64::from(record.round));
             }
-            Progress::Lines { rounds } => say(format_args!(
-                "round {}/{rounds}  train loss {:.4}{accuracy}  {:.0} ms",
-                record.round, record.train_loss, record.wall_ms
-            )),
+            Progress::Lines { rounds } => {
+                let loss = record
+                    .train_loss
+                    .map_or("-".to_string(), |l| format!("{l:.4}"));
+                say(format_args!(
+                    "round {}/{rounds}  train loss {loss}{accuracy}  {:.0} ms",
+                    record.round, record.wall_ms
+                ))
+            }
             Progress::Silent => {}
         }
     }

@@ -55,10 +55,17 @@ impl RunFolder {
         })
     }
 
-    /// The default folder for an experiment: `runs/<name>-<UTC timestamp>`.
+    /// The default folder for an experiment: `runs/<name>-<UTC timestamp>`, with `-2`, `-3`, …
+    /// appended when runs start within the same second.
     pub fn default_dir(name: &str) -> PathBuf {
         let stamp = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S");
-        PathBuf::from("runs").join(format!("{name}-{stamp}"))
+        let base = format!("{name}-{stamp}");
+        let runs = PathBuf::from("runs");
+        std::iter::once(base.clone())
+            .chain((2..).map(|n| format!("{base}-{n}")))
+            .map(|folder| runs.join(folder))
+            .find(|dir| !dir.exists())
+            .expect("some suffix is free")
     }
 
     /// The folder.

@@ -104,19 +104,15 @@ impl ServerConnector {
                         });
                     }
                 },
-                // The server is gone: tell the client connector, then wait for it to stop.
                 ServerSide::FromServer(None) => {
                     server_open = false;
-                    let _ = self.down.send(Envelope {
-                        from: self.node,
-                        at: 0.0,
-                        message: Message::Exit,
-                    });
+                    self.stop_client_connector();
                 }
                 ServerSide::FromQueue(Some(envelope)) => {
                     let done = matches!(envelope.message, Message::ExitAck);
-                    if server_open {
-                        server_open = self.parent.send(envelope.message, envelope.at).is_ok();
+                    if server_open && self.parent.send(envelope.message, envelope.at).is_err() {
+                        server_open = false;
+                        self.stop_client_connector();
                     }
                     if done {
                         return Ok(());
@@ -125,6 +121,16 @@ impl ServerConnector {
                 ServerSide::FromQueue(None) => return Err(self.connector_lost()),
             }
         }
+    }
+
+    /// The server is gone: tells the client connector to stop; the loop then waits for its
+    /// `ExitAck`.
+    fn stop_client_connector(&self) {
+        let _ = self.down.send(Envelope {
+            from: self.node,
+            at: 0.0,
+            message: Message::Exit,
+        });
     }
 
     fn connector_lost(&self) -> FederationError {
@@ -233,6 +239,11 @@ impl ClientConnector {
         let (mut model, mut now) = (model, arrived);
         let mut outcome = EdgeRound::default();
         for edge_round in 0..self.setup.edge_rounds {
+            // Only `Exit` can arrive during a round: the server is stopping, so start no more
+            // work; the main loop will read it.
+            if !self.down.is_empty() {
+                return Ok(());
+            }
             for &client in clients {
                 self.send_down(round, edge_round, client, &model, deadline, now)?;
             }

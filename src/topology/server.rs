@@ -217,7 +217,8 @@ impl Server {
             round,
             clients: sampled,
             dropped: collected.dropped,
-            train_loss: Update::mean_loss(&collected.updates),
+            train_loss: (!collected.updates.is_empty())
+                .then(|| Update::mean_loss(&collected.updates)),
             test_accuracy: evaluation.map(|e| e.accuracy),
             test_loss: evaluation.map(|e| e.loss),
             traffic: self.traffic.since(&traffic_before),
@@ -278,8 +279,8 @@ impl Server {
         Ok(())
     }
 
-    /// Receives updates and drops until every one of the `expected` sampled clients is
-    /// accounted for; the first failure ends the round. Updates come back sorted by their
+    /// Receives updates, drops and failures until every one of the `expected` sampled clients
+    /// is accounted for; a failure then ends the run. Updates come back sorted by their
     /// first client id, drops by client id.
     fn collect(
         &mut self,
@@ -293,6 +294,7 @@ impl Server {
             last_arrival: self.now,
         };
         let mut accounted = 0;
+        let mut failures = Vec::new();
         while accounted < expected {
             let (_, Envelope { at, message, .. }) = self.recv_any()?;
             match message {
@@ -320,12 +322,14 @@ impl Server {
                     path,
                     error,
                 } => {
-                    return Err(FederationError::ClientFailed {
+                    accounted += 1;
+                    let failure = FederationError::ClientFailed {
                         round,
                         client,
                         path,
                         error,
-                    });
+                    };
+                    failures.push((client, failure));
                 }
                 other => {
                     return Err(protocol(format!(
@@ -334,6 +338,11 @@ impl Server {
                     )));
                 }
             }
+        }
+        // The round is waited out, so that when several clients fail the one reported (the
+        // lowest id) does not depend on which failed first in real time.
+        if let Some((_, failure)) = failures.into_iter().min_by_key(|(client, _)| *client) {
+            return Err(failure);
         }
         collected.updates.sort_by_key(|u| u.clients[0]);
         collected.dropped.sort_by_key(|d| d.client);
