@@ -65,3 +65,40 @@ fn a_saved_partition_file_reproduces_the_run() {
         metrics_without_timing(&first)
     );
 }
+
+#[test]
+fn a_runs_resolved_config_reruns_it_from_any_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, again) = (dir.path().join("first"), dir.path().join("again"));
+    // Started from the repository root with a relative path, as the README does.
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_fedsim"))
+        .current_dir(common::root())
+        .args([
+            "run",
+            "experiments/mnist-t1.json",
+            "--quiet",
+            "--set",
+            "federation.rounds=2",
+        ])
+        .arg("--out")
+        .arg(&first)
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    // Rerun from elsewhere with nothing but the run folder's config.json.
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_fedsim"))
+        .current_dir(dir.path())
+        .args(["run", "first/config.json", "--quiet", "--out", "again"])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert_eq!(
+        metrics_without_timing(&again),
+        metrics_without_timing(&first)
+    );
+    assert_eq!(model_bytes(&again), model_bytes(&first));
+}
