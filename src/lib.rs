@@ -1,9 +1,13 @@
 //! fedsim: a federated-learning simulator that runs a whole federation on one machine.
 //!
-//! An upper server samples clients and aggregates their updates; client groups train the
-//! sampled clients in parallel on burn; the tiers are threads joined by counted flume links.
+//! An upper server samples clients and aggregates their updates; optional middle schedulers
+//! relay or pre-aggregate their group's updates; client groups train the sampled clients in
+//! parallel on burn. The tiers are threads joined by flume links that count their traffic and
+//! charge it to a simulated clock.
 //! A run is a pure function of its experiment config. Start with [`ExperimentConfig::load`],
 //! [`Experiment::prepare`] and [`Experiment::run`]; `ARCHITECTURE.md` has the map.
+
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod config;
