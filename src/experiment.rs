@@ -73,7 +73,7 @@ impl Experiment {
     pub fn run(&self, folder: &mut RunFolder, progress: &Progress) -> Result<RunResult, Error> {
         let config = &self.config;
         folder.write_json("config.json", config)?;
-        folder.write_json("partition.json", &*self.partition)?;
+        folder.write_atomically("partition.json", self.partition.to_json().as_bytes())?;
         let (train, test) = (&self.train, &self.test);
         let layout = Layout::of(&Net::new(
             config.model,

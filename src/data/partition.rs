@@ -153,13 +153,10 @@ impl Partition {
         Ok(Self { clients })
     }
 
-    /// Writes the partition as JSON (`{"clients": [[indices of client 0], …]}`).
-    pub fn save(&self, path: &Path) -> Result<(), DataError> {
-        let text = serde_json::to_string(self).expect("a partition always serialises");
-        fs::write(path, text).map_err(|source| DataError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
+    /// The partition file's text: `{"clients": [[indices of client 0], …]}` on one line
+    /// (pretty-printing would put each of the 60,000 indices on a line of its own).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a partition always serialises")
     }
 
     /// Reads a partition file and checks it against the experiment: one entry per client,
@@ -296,11 +293,11 @@ mod tests {
     }
 
     #[test]
-    fn save_then_load_round_trips() {
+    fn written_then_loaded_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.json");
         let partition = Partition::iid(50, 5, &mut rng());
-        partition.save(&path).unwrap();
+        fs::write(&path, partition.to_json()).unwrap();
         assert_eq!(Partition::load(&path, 5, 50).unwrap(), partition);
     }
 }
