@@ -40,8 +40,10 @@ pub struct ClientGroup {
     setup: GroupSetup,
     trainer: Arc<dyn ClientTrainer>,
     link: LinkEnd,
-    /// Simulated arrival time of each in-flight client's downlink.
-    started: HashMap<ClientId, f64>,
+    /// Simulated seconds each hosted client's local training takes.
+    train_seconds: HashMap<ClientId, f64>,
+    /// Simulated time each in-flight client finishes training.
+    in_flight: HashMap<ClientId, f64>,
 }
 
 /// What the group's thread waits for.
@@ -53,11 +55,20 @@ enum Event {
 impl ClientGroup {
     /// A group that trains on `trainer` and talks to its parent on `link`.
     pub fn new(setup: GroupSetup, trainer: Arc<dyn ClientTrainer>, link: LinkEnd) -> Self {
+        let train_seconds = setup
+            .clients
+            .iter()
+            .map(|c| {
+                let work = f64::from(setup.epochs) * c.num_samples as f64;
+                (c.id, work / setup.speeds[c.id])
+            })
+            .collect();
         Self {
             setup,
             trainer,
             link,
-            started: HashMap::new(),
+            train_seconds,
+            in_flight: HashMap::new(),
         }
     }
 
@@ -76,7 +87,7 @@ impl ClientGroup {
         let (done_tx, done_rx) = flume::unbounded();
         let mut parent_open = true;
         let mut exiting = false;
-        while !(exiting && self.started.is_empty()) {
+        while !(exiting && self.in_flight.is_empty()) {
             let event = if exiting {
                 Event::Trained(done_rx.recv().expect("the group holds a sender"))
             } else {
@@ -144,7 +155,8 @@ impl ClientGroup {
             };
             return self.link.send(dropped, arrived).is_ok();
         }
-        self.started.insert(job.client, arrived);
+        let finishes = arrived + self.train_seconds[&job.client];
+        self.in_flight.insert(job.client, finishes);
         self.trainer.spawn(job, done.clone());
         true
     }
@@ -174,18 +186,10 @@ impl ClientGroup {
                 },
             ),
         };
-        let arrived = self
-            .started
+        let finished = self
+            .in_flight
             .remove(&client)
             .expect("every result belongs to a started client");
-        let samples = self
-            .setup
-            .clients
-            .iter()
-            .find(|c| c.id == client)
-            .map_or(0, |c| c.num_samples);
-        let work = f64::from(self.setup.epochs) * samples as f64;
-        let finished = arrived + work / self.setup.speeds[client];
         self.link.send(message, finished).is_ok()
     }
 }

@@ -1,6 +1,7 @@
 //! The upper server: samples clients, sends them the global model, aggregates their updates
 //! and evaluates the result, round after round.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -79,19 +80,16 @@ pub struct Child {
     node: NodeId,
     /// The server's end of the link to the child.
     link: LinkEnd,
-    /// The clients below the child, as its `SetUp` announced them.
-    clients: Vec<ClientInfo>,
     /// Whether the server expects nothing more from the child.
     closed: bool,
 }
 
 impl Child {
-    /// The child `node` on `link`; its clients are learnt at set-up.
+    /// The child `node` on `link`.
     pub fn new(node: NodeId, link: LinkEnd) -> Self {
         Self {
             node,
             link,
-            clients: Vec::new(),
             closed: false,
         }
     }
@@ -109,6 +107,14 @@ pub struct Server {
     outcomes: flume::Sender<RoundRecord>,
     /// The simulated clock: seconds since the run started.
     now: f64,
+}
+
+/// Every client the children announced at set-up, and under which child each one sits.
+struct Roster {
+    /// All clients, in id order.
+    clients: Vec<ClientInfo>,
+    /// Index in `children` of the child each client sits under.
+    child_of: HashMap<ClientId, usize>,
 }
 
 /// The updates and drops of one round, as they reached the server.
@@ -141,33 +147,37 @@ impl Server {
     pub fn run(mut self) -> Result<Vec<f32>, FederationError> {
         let result = self
             .await_set_up()
-            .and_then(|clients| self.run_rounds(&clients));
+            .and_then(|roster| self.run_rounds(&roster));
         self.shut_down()?;
         result
     }
 
-    /// Waits for every child's `SetUp`; returns all clients in id order.
-    fn await_set_up(&mut self) -> Result<Vec<ClientInfo>, FederationError> {
+    /// Waits for every child's `SetUp`.
+    fn await_set_up(&mut self) -> Result<Roster, FederationError> {
+        let mut roster = Roster {
+            clients: Vec::new(),
+            child_of: HashMap::new(),
+        };
         for _ in 0..self.children.len() {
             let (child, envelope) = self.recv_any()?;
             match envelope.message {
-                Message::SetUp { clients } => self.children[child].clients = clients,
+                Message::SetUp { clients } => {
+                    roster
+                        .child_of
+                        .extend(clients.iter().map(|c| (c.id, child)));
+                    roster.clients.extend(clients);
+                }
                 other => return Err(protocol(format!("expected SetUp, got {}", other.code()))),
             }
         }
-        let mut all: Vec<ClientInfo> = self
-            .children
-            .iter()
-            .flat_map(|c| c.clients.iter().copied())
-            .collect();
-        all.sort_by_key(|c| c.id);
-        Ok(all)
+        roster.clients.sort_by_key(|c| c.id);
+        Ok(roster)
     }
 
-    fn run_rounds(&mut self, clients: &[ClientInfo]) -> Result<Vec<f32>, FederationError> {
+    fn run_rounds(&mut self, roster: &Roster) -> Result<Vec<f32>, FederationError> {
         let mut global: Arc<[f32]> = std::mem::take(&mut self.setup.initial_model).into();
         for round in 1..=self.setup.rounds {
-            let (next, record) = self.play_round(round, clients, global)?;
+            let (next, record) = self.play_round(round, roster, global)?;
             global = next;
             self.outcomes
                 .send(record)
@@ -181,15 +191,15 @@ impl Server {
     fn play_round(
         &mut self,
         round: u32,
-        clients: &[ClientInfo],
+        roster: &Roster,
         global: Arc<[f32]>,
     ) -> Result<(Arc<[f32]>, RoundRecord), FederationError> {
         let started = Instant::now();
         let traffic_before = self.traffic.read();
         let round_start = self.now;
         let deadline = self.setup.deadline_s.map(|d| round_start + d);
-        let sampled = self.sample(round, clients);
-        self.send_downlinks(round, &sampled, &global, deadline)?;
+        let sampled = self.sample(round, &roster.clients);
+        self.send_downlinks(round, &sampled, roster, &global, deadline)?;
         let collected = self.collect(round, sampled.len(), deadline)?;
         let missed_deadline = collected
             .dropped
@@ -242,19 +252,21 @@ impl Server {
         sampled
     }
 
+    /// Sends the round's model down: to a client group one downlink per sampled client (each
+    /// client downloads its own copy), to a scheduler one listing its sampled clients.
     fn send_downlinks(
         &self,
         round: u32,
         sampled: &[ClientId],
+        roster: &Roster,
         model: &Arc<[f32]>,
         deadline: Option<f64>,
     ) -> Result<(), FederationError> {
-        for child in &self.children {
-            let mine: Vec<ClientId> = sampled
-                .iter()
-                .copied()
-                .filter(|id| child.clients.iter().any(|c| c.id == *id))
-                .collect();
+        let mut per_child = vec![Vec::new(); self.children.len()];
+        for &client in sampled {
+            per_child[roster.child_of[&client]].push(client);
+        }
+        for (child, mine) in self.children.iter().zip(per_child) {
             let batches: Vec<Vec<ClientId>> = if child.is_group() {
                 mine.into_iter().map(|c| vec![c]).collect()
             } else if mine.is_empty() {
