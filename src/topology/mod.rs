@@ -141,10 +141,11 @@ pub struct FederationResult {
     pub model: Vec<f32>,
 }
 
-/// A tier's thread, with its place in the tree for reports.
-type Tier<'scope> = (
+/// A tier's thread, with its place in the tree for reports; `T` is what it returns on success
+/// (the server returns the final model, the other tiers nothing).
+type Tier<'scope, T = ()> = (
     String,
-    thread::ScopedJoinHandle<'scope, Result<(), FederationError>>,
+    thread::ScopedJoinHandle<'scope, Result<T, FederationError>>,
 );
 
 /// Builds the tree `plan` describes over the shared `trainer`, runs it, and joins every
@@ -216,7 +217,7 @@ pub fn run<E>(
             tiers.push(spawn(scope, group_node.to_string(), move || body.run()));
         }
         let server = Server::new(plan.server, children, meter, outcomes_tx);
-        let server = spawn_server(scope, server);
+        let (_, server) = spawn(scope, "server".to_string(), move || server.run());
         let mut observer_error = None;
         for outcome in outcomes_rx.iter() {
             if let Err(e) = on_round(outcome) {
@@ -267,26 +268,16 @@ fn client_link_profiles(network: &NetworkConfig) -> LinkProfiles {
     }
 }
 
-fn spawn<'scope>(
+fn spawn<'scope, T: Send + 'scope>(
     scope: &'scope thread::Scope<'scope, '_>,
     place: String,
-    body: impl FnOnce() -> Result<(), FederationError> + Send + 'scope,
-) -> Tier<'scope> {
+    body: impl FnOnce() -> Result<T, FederationError> + Send + 'scope,
+) -> Tier<'scope, T> {
     let handle = thread::Builder::new()
         .name(format!("fedsim {place}"))
         .spawn_scoped(scope, body)
         .expect("the operating system refused to start a thread");
     (place, handle)
-}
-
-fn spawn_server<'scope>(
-    scope: &'scope thread::Scope<'scope, '_>,
-    server: Server,
-) -> thread::ScopedJoinHandle<'scope, Result<Vec<f32>, FederationError>> {
-    thread::Builder::new()
-        .name("fedsim server".to_string())
-        .spawn_scoped(scope, move || server.run())
-        .expect("the operating system refused to start a thread")
 }
 
 fn join<T>(
