@@ -30,6 +30,13 @@ fn config_with(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf
     path
 }
 
+/// Writes the embedded-MNIST experiment with `edit` applied and checks that running it is
+/// rejected as bad input, with each of `expected` in the message.
+fn assert_edit_rejected(edit: impl FnOnce(&mut serde_json::Value), expected: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    assert_rejected(&config_with(dir.path(), edit), expected);
+}
+
 /// Runs `fedsim run` on `config` and checks the failure is reported as bad input.
 fn assert_rejected(config: &Path, expected: &[&str]) -> String {
     let out = config.parent().unwrap().join("out");
@@ -55,10 +62,8 @@ fn assert_bad_input(output: &Output, expected: &[&str]) -> String {
 
 #[test]
 fn unknown_field_is_named_with_its_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_with(dir.path(), |v| v["client"]["learning_rate"] = 0.1.into());
-    assert_rejected(
-        &config,
+    assert_edit_rejected(
+        |v| v["client"]["learning_rate"] = 0.1.into(),
         &["experiment.json", "client", "unknown field `learning_rate`"],
     );
 }
@@ -129,26 +134,24 @@ fn each_validation_rule_names_its_field() {
         ),
     ];
     for (pointer, value, expected) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let config = config_with(dir.path(), |v| {
+        let set_field = |v: &mut serde_json::Value| {
             let field = pointer
                 .split('/')
                 .skip(1)
                 .fold(v, |node, key| &mut node[key]);
             *field = value.clone();
-        });
-        assert_rejected(&config, &["experiment.json", expected]);
+        };
+        assert_edit_rejected(set_field, &["experiment.json", expected]);
     }
 }
 
 #[test]
 fn several_problems_are_reported_together() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_with(dir.path(), |v| {
+    let edit = |v: &mut serde_json::Value| {
         v["client"]["lr"] = 0.0.into();
         v["federation"]["rounds"] = 0.into();
-    });
-    assert_rejected(&config, &["client.lr", "federation.rounds"]);
+    };
+    assert_edit_rejected(edit, &["client.lr", "federation.rounds"]);
 }
 
 #[test]
@@ -291,20 +294,16 @@ fn corrupt_gzip_is_reported() {
 
 #[test]
 fn unreachable_dirichlet_min_size_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_with(dir.path(), |v| {
+    let edit = |v: &mut serde_json::Value| {
         v["partition"] = serde_json::json!({"scheme": "dirichlet", "alpha": 0.01, "min_size": 600});
-    });
-    assert_rejected(&config, &["min_size 600", "lower partition.min_size"]);
+    };
+    assert_edit_rejected(edit, &["min_size 600", "lower partition.min_size"]);
 }
 
 #[test]
 fn more_clients_than_samples_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_with(dir.path(), |v| {
-        v["federation"]["num_clients"] = 60_001.into();
-    });
-    assert_rejected(&config, &["num_clients 60001", "60000 training samples"]);
+    let edit = |v: &mut serde_json::Value| v["federation"]["num_clients"] = 60_001.into();
+    assert_edit_rejected(edit, &["num_clients 60001", "60000 training samples"]);
 }
 
 #[test]
