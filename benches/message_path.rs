@@ -1,5 +1,5 @@
 //! The message path alone: rounds per second of a federation whose clients answer at once
-//! with the model they were sent, so only the tree works (downlinks, forwarding, partial and
+//! with the model they were sent (the echo trainer), so only the tree works (downlinks, forwarding, partial and
 //! global aggregation, traffic accounting). 1,000 clients, all sampled each round, in 10
 //! groups; a model of 1,663,370 parameters (the CNN's size). Flat (one group of 1,000) against
 //! 10 schedulers in relay and in aggregate mode.
@@ -11,11 +11,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use fedsim::config::{NetworkConfig, SchedulerMode, TopologyConfig};
-use fedsim::network::{ClientInfo, Update};
+use fedsim::config::{FailurePolicy, NetworkConfig, SchedulerMode, TopologyConfig};
+use fedsim::stop::StopSignal;
 use fedsim::strategy::FedAvg;
-use fedsim::topology::{self, GroupSetup, Plan, ServerSetup};
-use fedsim::trainer::{ClientFailure, ClientTrainer, Job};
+use fedsim::topology::{self, GroupSetup, Plan, ServerSetup, Start};
+use fedsim::trainer::{ClientTrainer, EchoTrainer, InjectedFaults};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -25,49 +25,26 @@ const GROUPS: usize = 10;
 const PARAMS: usize = 1_663_370;
 const SAMPLES: usize = 600;
 const ROUNDS: u32 = 3;
-
-/// A client that "trains" by returning the model it got.
-struct Echo;
-
-impl ClientTrainer for Echo {
-    fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>) {
-        let update = Update {
-            round: job.round,
-            clients: vec![job.client],
-            num_samples: SAMPLES,
-            train_loss: 0.0,
-            params: job.model.to_vec(),
-        };
-        let _ = done.send(Ok(update));
-    }
-}
+/// Threads that answer for the clients: the machine's two cores.
+const ECHO_THREADS: usize = 2;
 
 fn plan(topology: TopologyConfig) -> Plan {
-    let groups = topology
-        .groups(CLIENTS)
-        .into_iter()
-        .enumerate()
-        .map(|(index, ids)| GroupSetup {
-            index,
-            clients: ids
-                .into_iter()
-                .map(|id| ClientInfo {
-                    id,
-                    num_samples: SAMPLES,
-                })
-                .collect(),
-            seed: 0,
-            dropout: 0.0,
-            epochs: 1,
-            speeds: Arc::new(vec![f64::INFINITY; CLIENTS]),
-        })
-        .collect();
+    let groups = GroupSetup::for_parts(
+        topology.groups(CLIENTS),
+        &[SAMPLES; CLIENTS],
+        0,
+        0.0,
+        1,
+        Arc::new(vec![f64::INFINITY; CLIENTS]),
+    );
     Plan {
         server: ServerSetup {
             seed: 0,
             rounds: ROUNDS,
             clients_per_round: CLIENTS,
             deadline_s: None,
+            on_client_failure: FailurePolicy::Abort,
+            start: Start::default(),
             initial_model: vec![0.5; PARAMS],
             strategy: Box::new(FedAvg),
             evaluator: None,
@@ -76,11 +53,17 @@ fn plan(topology: TopologyConfig) -> Plan {
         network: NetworkConfig::default(),
         groups,
         scheduler_panics: HashMap::new(),
+        stop: StopSignal::new(),
     }
 }
 
 fn run(topology: &TopologyConfig) {
-    let trainer: Arc<dyn ClientTrainer> = Arc::new(Echo);
+    let echo = EchoTrainer::new(
+        vec![SAMPLES; CLIENTS],
+        InjectedFaults::default(),
+        ECHO_THREADS,
+    );
+    let trainer: Arc<dyn ClientTrainer> = Arc::new(echo.expect("the echo pool starts"));
     let result = topology::run(plan(topology.clone()), trainer, |_| Ok::<_, ()>(()));
     result.unwrap().expect("the federation runs");
 }

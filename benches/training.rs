@@ -17,7 +17,8 @@ use fedsim::data::{Dataset, Normalization, mnist};
 use fedsim::model::flat::{Layout, initial_params};
 use fedsim::model::{ModelKind, Net};
 use fedsim::seed::{Purpose, stream};
-use fedsim::trainer::{ClientTrainer, Job, Trainer, TrainerSetup};
+use fedsim::stop::StopSignal;
+use fedsim::trainer::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -52,7 +53,8 @@ fn trainer(data: &Arc<Dataset>, model: ModelKind, backend: BackendKind, workers:
             weight_decay: 0.0,
         },
         backend,
-        faults: Vec::new(),
+        faults: InjectedFaults::default(),
+        stop: StopSignal::new(),
     };
     Trainer::new(setup, workers).expect("the pool starts")
 }

@@ -1,19 +1,24 @@
 //! One experiment end to end: data, partition, initial model, federation, results.
 
 use std::collections::HashMap;
+use std::fs;
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::Error;
+use crate::checkpoint::RunState;
 use crate::config::{DatasetKind, ExperimentConfig, PartitionConfig};
 use crate::data::partition::{Partition, PartitionError};
 use crate::data::{Dataset, mnist};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
+use crate::report::run_folder::FolderError;
 use crate::report::{Progress, RoundRecord, RunFolder, Summary};
 use crate::seed::{Purpose, stream};
+use crate::stop::StopSignal;
 use crate::strategy;
-use crate::topology::{self, Evaluator, GroupSetup, Plan, ServerSetup};
-use crate::trainer::{Trainer, TrainerSetup};
+use crate::topology::{self, Evaluator, FederationError, GroupSetup, Plan, ServerSetup, Start};
+use crate::trainer::{InjectedFaults, Trainer, TrainerSetup};
 
 /// An experiment with its data loaded and partitioned, ready to run.
 pub struct Experiment {
@@ -68,43 +73,142 @@ impl Experiment {
             .collect()
     }
 
-    /// Runs the federation, writing results into `folder` as they are produced and showing
-    /// each round on `progress`.
-    pub fn run(&self, folder: &mut RunFolder, progress: &Progress) -> Result<RunResult, Error> {
+    /// Starts a new run in `folder` (just created): writes the resolved config, the
+    /// partition and a checkpoint of round 0, then plays every round, writing results as they
+    /// are produced and showing each round on `progress`.
+    pub fn run(
+        &self,
+        folder: &mut RunFolder,
+        progress: &Progress,
+        stop: &StopSignal,
+    ) -> Result<RunResult, Error> {
         let config = &self.config;
         folder.write_json("config.json", config)?;
-        folder.write_atomically("partition.json", self.partition.to_json().as_bytes())?;
-        let (train, test) = (&self.train, &self.test);
-        let layout = Layout::of(&Net::new(
-            config.model,
+        let partition = self.partition.to_json();
+        folder.write_atomically("partition.json", partition.as_bytes())?;
+        let model = initial_params(
+            &self.layout(),
+            &mut stream(config.seed, Purpose::ModelInit, 0, 0),
+        );
+        let start = RunState {
+            config: serde_json::to_value(config).expect("a config always serialises"),
+            partition_sha256: sha256_hex(partition.as_bytes()),
+            round: 0,
+            sim_time_s: 0.0,
+            model,
+        };
+        folder.checkpoint(&start)?;
+        self.play(folder, progress, stop, start, Vec::new())
+    }
+
+    /// Plays the rounds after `state.round`, `records` being those before.
+    fn play(
+        &self,
+        folder: &mut RunFolder,
+        progress: &Progress,
+        stop: &StopSignal,
+        mut state: RunState,
+        mut records: Vec<RoundRecord>,
+    ) -> Result<RunResult, Error> {
+        let config = &self.config;
+        let rounds = config.federation.rounds;
+        let start = Start {
+            round: state.round,
+            sim_time_s: state.sim_time_s,
+        };
+        let plan = self.plan(start, state.model.clone(), stop)?;
+        let trainer = self.trainer(stop)?;
+        // The latest round not yet in the checkpoint, if any.
+        let mut pending = None;
+        let federation = topology::run(plan, Arc::new(trainer), |end| {
+            folder.append_round(&end.record)?;
+            progress.round(&end.record);
+            let round = end.record.round;
+            let sim_time_s = end.record.sim_time_s;
+            records.push(end.record);
+            pending = Some((round, sim_time_s, end.model));
+            // The last round's checkpoint waits for the summary: a run whose checkpoint says
+            // it is finished has all its files.
+            if round.is_multiple_of(config.checkpoint.every) && round < rounds {
+                state.advance(pending.take());
+                folder.checkpoint(&state)?;
+            }
+            Ok::<_, Error>(())
+        })?;
+        state.advance(pending);
+        if let Err(error) = federation {
+            folder.checkpoint(&state)?;
+            return Err(match error {
+                FederationError::Stopped => Error::Stopped { round: state.round },
+                other => other.into(),
+            });
+        }
+        let result = self.finish(folder, state.model.clone(), records)?;
+        folder.checkpoint(&state)?;
+        Ok(result)
+    }
+
+    /// Writes the final model and the summary.
+    fn finish(
+        &self,
+        folder: &RunFolder,
+        model: Vec<f32>,
+        rounds: Vec<RoundRecord>,
+    ) -> Result<RunResult, Error> {
+        let bytes: Vec<u8> = model.iter().flat_map(|v| v.to_le_bytes()).collect();
+        folder.write_atomically("model.f32", &bytes)?;
+        folder.write_json("model-layout.json", &self.layout())?;
+        let summary = Summary::new(&self.config.name, &rounds, &model);
+        folder.write_json("summary.json", &summary)?;
+        Ok(RunResult {
+            summary,
+            rounds,
+            model,
+        })
+    }
+
+    /// The model's parameter layout.
+    fn layout(&self) -> Layout {
+        let train = &self.train;
+        Layout::of(&Net::new(
+            self.config.model,
             train.sample_shape(),
             train.num_classes(),
-            &config.backend.device(),
-        ));
-        let initial_model =
-            initial_params(&layout, &mut stream(config.seed, Purpose::ModelInit, 0, 0));
-        let trainer = Trainer::new(
-            TrainerSetup {
-                seed: config.seed,
-                data: train.clone(),
-                partition: self.partition.clone(),
-                model: config.model,
-                client: config.client.clone(),
-                backend: config.backend,
-                faults: config.faults.clone(),
-            },
-            config.federation.num_parallels,
-        )
-        .map_err(|e| Error::Threads(e.to_string()))?;
+            &self.config.backend.device(),
+        ))
+    }
+
+    /// The burn trainer for this experiment's clients.
+    fn trainer(&self, stop: &StopSignal) -> Result<Trainer, Error> {
+        let config = &self.config;
+        let setup = TrainerSetup {
+            seed: config.seed,
+            data: self.train.clone(),
+            partition: self.partition.clone(),
+            model: config.model,
+            client: config.client.clone(),
+            backend: config.backend,
+            faults: InjectedFaults::new(&config.faults),
+            stop: stop.clone(),
+        };
+        Trainer::new(setup, config.federation.num_parallels)
+            .map_err(|e| Error::Threads(e.to_string()))
+    }
+
+    /// The federation tree, starting from `start` with `model`.
+    fn plan(&self, start: Start, model: Vec<f32>, stop: &StopSignal) -> Result<Plan, Error> {
+        let config = &self.config;
         let server = ServerSetup {
             seed: config.seed,
             rounds: config.federation.rounds,
             clients_per_round: config.federation.clients_per_round,
             deadline_s: config.availability.deadline_s,
-            initial_model,
+            on_client_failure: config.availability.on_client_failure,
+            start,
+            initial_model: model,
             strategy: strategy::from_kind(config.strategy.name),
             evaluator: Some(Evaluator {
-                test_data: test.clone(),
+                test_data: self.test.clone(),
                 eval: config.eval,
                 model: config.model,
                 backend: config.backend,
@@ -116,20 +220,15 @@ impl Experiment {
                 .compute
                 .speeds(config.seed, config.federation.num_clients),
         );
-        let groups = config
-            .topology
-            .groups(config.federation.num_clients)
-            .iter()
-            .enumerate()
-            .map(|(index, ids)| GroupSetup {
-                index,
-                clients: trainer.clients(ids),
-                seed: config.seed,
-                dropout: config.availability.dropout,
-                epochs: config.client.epochs,
-                speeds: speeds.clone(),
-            })
-            .collect();
+        let num_samples: Vec<usize> = self.partition.clients.iter().map(Vec::len).collect();
+        let groups = GroupSetup::for_parts(
+            config.topology.groups(config.federation.num_clients),
+            &num_samples,
+            config.seed,
+            config.availability.dropout,
+            config.client.epochs,
+            speeds,
+        );
         let mut scheduler_panics: HashMap<usize, Vec<u32>> = HashMap::new();
         for fault in &config.faults {
             if let Some(scheduler) = fault.scheduler {
@@ -139,32 +238,145 @@ impl Experiment {
                     .push(fault.round);
             }
         }
-        let plan = Plan {
+        Ok(Plan {
             server,
             topology: config.topology.clone(),
             network: config.network.clone(),
             groups,
             scheduler_panics,
-        };
-        let mut rounds = Vec::new();
-        let federation = topology::run(plan, Arc::new(trainer), |record| {
-            folder.append_round(&record)?;
-            progress.round(&record);
-            rounds.push(record);
-            Ok::<_, Error>(())
-        })??;
-        let model = federation.model;
-        let bytes: Vec<u8> = model.iter().flat_map(|v| v.to_le_bytes()).collect();
-        folder.write_atomically("model.f32", &bytes)?;
-        folder.write_json("model-layout.json", &layout)?;
-        let summary = Summary::new(&config.name, &rounds, &model);
-        folder.write_json("summary.json", &summary)?;
-        Ok(RunResult {
-            summary,
-            rounds,
-            model,
+            stop: stop.clone(),
         })
     }
+}
+
+/// A run folder to continue, with its experiment prepared and the rounds it has played.
+pub struct Resumable {
+    experiment: Experiment,
+    folder: RunFolder,
+    state: RunState,
+    records: Vec<RoundRecord>,
+}
+
+impl Resumable {
+    /// Opens the run in `dir`. It must hold a checkpoint, its `config.json` must be the config
+    /// the run started with, and the data must split into the same partition.
+    pub fn open(dir: &Path) -> Result<Self, Error> {
+        let (folder, state, records) = RunFolder::reopen(dir)?;
+        let not_resumable = |reason: String| FolderError::NotResumable {
+            path: dir.to_path_buf(),
+            reason,
+        };
+        let config_path = dir.join("config.json");
+        let written: serde_json::Value = fs::read_to_string(&config_path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+            .map_err(|e| not_resumable(format!("cannot read config.json: {e}")))?;
+        let edits = differences(&state.config, &written, "");
+        if !edits.is_empty() {
+            return Err(not_resumable(format!(
+                "{} was edited after the run started (a run continues only with its own settings):\n  {}",
+                config_path.display(),
+                edits.join("\n  ")
+            ))
+            .into());
+        }
+        let config = ExperimentConfig::from_value(state.config.clone(), &config_path)?;
+        let experiment = Experiment::prepare(config)?;
+        let partition = sha256_hex(experiment.partition.to_json().as_bytes());
+        if partition != state.partition_sha256 {
+            return Err(not_resumable(
+                "the data now splits into another partition than the run started with \
+                 (were the data files replaced?)"
+                    .to_string(),
+            )
+            .into());
+        }
+        Ok(Self {
+            experiment,
+            folder,
+            state,
+            records,
+        })
+    }
+
+    /// The experiment being continued.
+    pub fn experiment(&self) -> &Experiment {
+        &self.experiment
+    }
+
+    /// Rounds already played.
+    pub fn rounds_done(&self) -> u32 {
+        self.state.round
+    }
+
+    /// Whether the run had played all its rounds (and written all its files) already.
+    pub fn is_finished(&self) -> bool {
+        self.state.round == self.experiment.config.federation.rounds
+    }
+
+    /// Plays the remaining rounds; a finished run is left as it is (`None`).
+    pub fn run(
+        mut self,
+        progress: &Progress,
+        stop: &StopSignal,
+    ) -> Result<Option<RunResult>, Error> {
+        if self.is_finished() {
+            return Ok(None);
+        }
+        let experiment = &self.experiment;
+        experiment
+            .play(&mut self.folder, progress, stop, self.state, self.records)
+            .map(Some)
+    }
+}
+
+impl RunState {
+    /// Moves the state to a finished round, if one is given.
+    fn advance(&mut self, round: Option<(u32, f64, Arc<[f32]>)>) {
+        if let Some((round, sim_time_s, model)) = round {
+            self.round = round;
+            self.sim_time_s = sim_time_s;
+            self.model = model.to_vec();
+        }
+    }
+}
+
+/// Where two JSON documents differ, as `path: now, was before` lines.
+fn differences(before: &serde_json::Value, now: &serde_json::Value, path: &str) -> Vec<String> {
+    use serde_json::Value;
+    let child = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (before, now) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            let missing = Value::Null;
+            keys.into_iter()
+                .flat_map(|k| {
+                    let (x, y) = (a.get(k).unwrap_or(&missing), b.get(k).unwrap_or(&missing));
+                    differences(x, y, &child(k))
+                })
+                .collect()
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .flat_map(|(i, (x, y))| differences(x, y, &format!("{path}[{i}]")))
+            .collect(),
+        (a, b) if a == b => Vec::new(),
+        (a, b) => vec![format!("{path} is {b}, was {a}")],
+    }
+}
+
+/// SHA-256 of `bytes`, in hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
 }
 
 fn partition(config: &ExperimentConfig, train: &Dataset) -> Result<Partition, Error> {

@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod experiment;
@@ -17,13 +18,14 @@ pub mod model;
 pub mod network;
 pub mod report;
 pub mod seed;
+pub mod stop;
 pub mod strategy;
 pub mod topology;
 pub mod train;
 pub mod trainer;
 
 pub use config::ExperimentConfig;
-pub use experiment::{Experiment, RunResult};
+pub use experiment::{Experiment, Resumable, RunResult};
 
 /// Everything that can stop an experiment.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +39,9 @@ pub enum Error {
     /// The partition cannot be drawn with the configured parameters.
     #[error("cannot partition the data: {0}")]
     Partition(#[from] data::partition::PartitionError),
+    /// The run folder cannot be used: it holds a run already, or cannot be resumed.
+    #[error(transparent)]
+    Folder(#[from] report::run_folder::FolderError),
     /// The run folder cannot be written.
     #[error(transparent)]
     Write(#[from] report::run_folder::WriteError),
@@ -46,14 +51,22 @@ pub enum Error {
     /// Worker threads could not be started.
     #[error("cannot start worker threads: {0}")]
     Threads(String),
+    /// A stop was requested (Ctrl-C, SIGTERM); the run folder holds a checkpoint to continue.
+    #[error("stopped after round {round}")]
+    Stopped {
+        /// The last finished round, which the checkpoint holds.
+        round: u32,
+    },
 }
 
 impl Error {
     /// Whether the user's input (config, flags, data files) is at fault, rather than the run.
     pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
-            Error::Config(_) | Error::Data(_) | Error::Partition(_)
-        )
+        use report::run_folder::FolderError;
+        match self {
+            Error::Config(_) | Error::Data(_) | Error::Partition(_) => true,
+            Error::Folder(error) => !matches!(error, FolderError::Write(_)),
+            _ => false,
+        }
     }
 }

@@ -1,12 +1,15 @@
 //! The `fedsim` command line: parses arguments, calls the library, prints.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use clap::{Args, Parser, Subcommand};
 use fedsim::backend::BackendKind;
 use fedsim::report::{Progress, RunFolder, say};
-use fedsim::{Error, Experiment, ExperimentConfig};
+use fedsim::stop::StopSignal;
+use fedsim::{Error, Experiment, ExperimentConfig, Resumable, RunResult};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -21,25 +24,37 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run an experiment and write its results to a run folder.
-    Run {
-        #[command(flatten)]
-        experiment: ExperimentArgs,
-        /// Run folder to create [default: runs/<name>-<timestamp>].
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
-        /// Backend that trains; overrides the file's `backend`.
-        #[arg(long, value_enum)]
-        backend: Option<BackendKind>,
-        /// Print one plain line per round instead of a progress bar.
-        #[arg(long)]
-        quiet: bool,
-    },
+    /// Run an experiment and write its results to a run folder, or continue a stopped run.
+    Run(RunArgs),
     /// Print each client's label counts under the experiment's partition, without training.
     Partition {
         #[command(flatten)]
         experiment: ExperimentArgs,
     },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Experiment file (JSON); see experiments/ and the README for the format.
+    #[arg(required_unless_present = "resume")]
+    experiment: Option<PathBuf>,
+    /// Override a field of the file, e.g. --set federation.rounds=5 --set client.lr=0.1
+    /// (value read as JSON, or as a string if it is not JSON). Repeatable.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    overrides: Vec<String>,
+    /// Run folder to create [default: runs/<name>-<timestamp>].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Backend that trains; overrides the file's `backend`.
+    #[arg(long, value_enum)]
+    backend: Option<BackendKind>,
+    /// Continue the run in DIR from its checkpoint, with the settings it started with; the
+    /// result is the same, bit for bit, as if it had never stopped.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["experiment", "overrides", "out", "backend"])]
+    resume: Option<PathBuf>,
+    /// Print one plain line per round instead of a progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -52,47 +67,88 @@ struct ExperimentArgs {
     overrides: Vec<String>,
 }
 
-impl ExperimentArgs {
-    fn load(&self, backend: Option<BackendKind>) -> Result<ExperimentConfig, Error> {
-        let mut overrides = self.overrides.clone();
-        if let Some(backend) = backend {
-            overrides.push(format!("backend={}", backend.name()));
-        }
-        Ok(ExperimentConfig::load(&self.experiment, &overrides)?)
+/// Reads an experiment file with its overrides, and the `--backend` flag as one more.
+fn load(
+    experiment: &Path,
+    overrides: &[String],
+    backend: Option<BackendKind>,
+) -> Result<ExperimentConfig, Error> {
+    let mut overrides = overrides.to_vec();
+    if let Some(backend) = backend {
+        overrides.push(format!("backend={}", backend.name()));
     }
+    Ok(ExperimentConfig::load(experiment, &overrides)?)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let stop = StopSignal::new();
+    let signal = watch_signals(&stop);
     let outcome = match cli.command {
-        Command::Run {
-            experiment,
-            out,
-            backend,
-            quiet,
-        } => run(&experiment, out, backend, quiet),
+        Command::Run(args) => match &args.resume {
+            Some(dir) => resume(dir, args.quiet, &stop),
+            None => run(&args, &stop),
+        },
         Command::Partition { experiment } => partition(&experiment),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
+        Err((Error::Stopped { round }, Some(dir))) => {
+            eprintln!(
+                "stopped after round {round}; the run folder keeps what it has done. Continue it with:\n  fedsim run --resume {}",
+                dir.display()
+            );
+            // As shells report a process ended by a signal: 128 + its number.
+            let code = 128 + signal.load(Ordering::SeqCst);
+            ExitCode::from(u8::try_from(code).unwrap_or(1))
+        }
+        Err((error, _)) => {
             eprintln!("error: {error}");
             ExitCode::from(if error.is_bad_input() { 2 } else { 1 })
         }
     }
 }
 
-fn run(
-    args: &ExperimentArgs,
-    out: Option<PathBuf>,
-    backend: Option<BackendKind>,
-    quiet: bool,
-) -> Result<(), Error> {
-    let config = args.load(backend)?;
-    let experiment = Experiment::prepare(config)?;
-    let config = experiment.config();
-    let dir = out.unwrap_or_else(|| RunFolder::default_dir(&config.name));
-    let mut folder = RunFolder::create(&dir)?;
+/// On Ctrl-C or SIGTERM, asks the run to stop after the work in flight and records the signal;
+/// a second one ends the process at once.
+#[cfg(unix)]
+fn watch_signals(stop: &StopSignal) -> Arc<AtomicI32> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let received = Arc::new(AtomicI32::new(0));
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .expect("signal handlers can be installed");
+    let (stop, first) = (stop.clone(), received.clone());
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            if first.swap(signal, Ordering::SeqCst) != 0 {
+                std::process::exit(128 + signal);
+            }
+            eprintln!("\nstopping after the work in flight (press Ctrl-C again to quit at once)");
+            stop.request();
+        }
+    });
+    received
+}
+
+#[cfg(not(unix))]
+fn watch_signals(_stop: &StopSignal) -> Arc<AtomicI32> {
+    Arc::new(AtomicI32::new(0))
+}
+
+/// What a command failed with, and the run folder a stopped run can be continued from.
+type Failure = (Error, Option<PathBuf>);
+
+fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
+    let experiment = args.experiment.as_deref().expect("clap requires it");
+    let prepared = load(experiment, &args.overrides, args.backend)
+        .and_then(Experiment::prepare)
+        .map_err(|e| (e, None))?;
+    let config = prepared.config();
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| RunFolder::default_dir(&config.name));
+    let mut folder = RunFolder::create(&dir).map_err(|e| (e.into(), None))?;
     say(format_args!(
         "{}: {} model, {} clients ({} per round), {} rounds on {}; results in {}",
         config.name,
@@ -103,10 +159,41 @@ fn run(
         config.backend.name(),
         dir.display()
     ));
-    let progress = Progress::for_stdout(config.federation.rounds, quiet);
-    let result = experiment.run(&mut folder, &progress);
+    let progress = Progress::for_stdout(config.federation.rounds, 0, args.quiet);
+    let result = prepared.run(&mut folder, &progress, stop);
     progress.finish();
-    let summary = result?.summary;
+    report(&result.map_err(|e| (e, Some(dir)))?);
+    Ok(())
+}
+
+fn resume(dir: &Path, quiet: bool, stop: &StopSignal) -> Result<(), Failure> {
+    let resumable = Resumable::open(dir).map_err(|e| (e, None))?;
+    let config = resumable.experiment().config();
+    let (done, rounds) = (resumable.rounds_done(), config.federation.rounds);
+    if resumable.is_finished() {
+        say(format_args!(
+            "nothing to do: {} finished all {rounds} rounds",
+            dir.display()
+        ));
+        return Ok(());
+    }
+    say(format_args!(
+        "{}: continuing after round {done} of {rounds}; results in {}",
+        config.name,
+        dir.display()
+    ));
+    let progress = Progress::for_stdout(rounds, done, quiet);
+    let result = resumable.run(&progress, stop);
+    progress.finish();
+    if let Some(result) = result.map_err(|e| (e, Some(dir.to_path_buf())))? {
+        report(&result);
+    }
+    Ok(())
+}
+
+/// Prints a finished run's outcome.
+fn report(result: &RunResult) {
+    let summary = &result.summary;
     say(format_args!(
         "done: test accuracy {:.2}% (best {:.2}%) after {} rounds in {:.1} s",
         100.0 * summary.final_accuracy,
@@ -130,11 +217,12 @@ fn run(
             summary.sim_time_s, summary.dropped_clients
         ));
     }
-    Ok(())
 }
 
-fn partition(args: &ExperimentArgs) -> Result<(), Error> {
-    let experiment = Experiment::prepare(args.load(None)?)?;
+fn partition(args: &ExperimentArgs) -> Result<(), Failure> {
+    let experiment = load(&args.experiment, &args.overrides, None)
+        .and_then(Experiment::prepare)
+        .map_err(|e| (e, None))?;
     let counts = experiment.label_counts();
     let classes = counts.first().map_or(0, Vec::len);
     let header: String = (0..classes).map(|c| format!("{c:>6}")).collect();

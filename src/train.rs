@@ -15,6 +15,7 @@ use rayon::prelude::*;
 use crate::config::ClientConfig;
 use crate::data::Dataset;
 use crate::model::{ModelKind, Net, flat};
+use crate::stop::StopSignal;
 
 /// Local training that cannot go on.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -34,6 +35,9 @@ pub enum TrainError {
     /// A failure injected by the experiment's `faults`.
     #[error("injected failure")]
     Injected,
+    /// The run is being stopped (Ctrl-C, SIGTERM); the client gave up between two steps.
+    #[error("stopped with the run")]
+    Stopped,
 }
 
 /// What local training produced.
@@ -46,7 +50,8 @@ pub struct LocalResult {
 }
 
 /// Trains `net` with SGD on the samples at `indices`, reshuffled each epoch from `rng`.
-/// `device` must be the autodiff device the model lives on.
+/// `device` must be the autodiff device the model lives on. Gives up between two steps once
+/// `stop` is requested.
 pub fn local_train(
     net: Net,
     data: &Dataset,
@@ -54,6 +59,7 @@ pub fn local_train(
     config: &ClientConfig,
     rng: &mut ChaCha12Rng,
     device: &Device,
+    stop: &StopSignal,
 ) -> Result<LocalResult, TrainError> {
     let mut optimizer = sgd(config).init();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
@@ -62,6 +68,9 @@ pub fn local_train(
     for epoch in 1..=config.epochs {
         order.shuffle(rng);
         for (step, chunk) in order.chunks(config.batch_size).enumerate() {
+            if stop.is_requested() {
+                return Err(TrainError::Stopped);
+            }
             let (images, labels) = batch(data, chunk, device);
             let loss = loss_fn.forward(net.forward(images), labels);
             let loss_value = f64::from(loss.clone().into_scalar::<f32>());

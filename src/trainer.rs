@@ -6,6 +6,10 @@
 //! shuffle comes from its own (seed, round, client) stream and loaded parameters are fresh
 //! autodiff leaves, a client's result does not depend on which thread ran it or when.
 
+mod echo;
+
+pub use echo::{Answer, EchoTrainer};
+
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -14,8 +18,9 @@ use crate::config::{ClientConfig, FaultConfig, FaultKind};
 use crate::data::Dataset;
 use crate::data::partition::Partition;
 use crate::model::{ModelKind, Net, flat};
-use crate::network::{ClientId, ClientInfo, Update};
+use crate::network::{ClientId, Update};
 use crate::seed::{Purpose, stream};
+use crate::stop::StopSignal;
 use crate::train::{TrainError, local_train};
 
 /// Everything a client needs to train that does not change between rounds.
@@ -34,7 +39,9 @@ pub struct TrainerSetup {
     /// Backend that trains.
     pub backend: BackendKind,
     /// Injected failures.
-    pub faults: Vec<FaultConfig>,
+    pub faults: InjectedFaults,
+    /// Stops training early; queued clients then fail at once, training ones within a step.
+    pub stop: StopSignal,
 }
 
 /// One client's work in one round (or one edge round of it).
@@ -62,8 +69,8 @@ pub struct ClientFailure {
     pub error: String,
 }
 
-/// What a client group hands its clients' work to. [`Trainer`] trains them on burn; the
-/// message-path benchmark plugs in one that answers at once, to time the tree alone.
+/// What a client group hands its clients' work to. [`Trainer`] trains them on burn;
+/// [`EchoTrainer`] answers at once, to time or test the tree alone.
 pub trait ClientTrainer: Send + Sync {
     /// Queues a job; its result must be sent to `done` when the client has trained or failed.
     fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>);
@@ -98,17 +105,6 @@ impl Trainer {
             shared: Arc::new(Shared { setup, workers }),
         })
     }
-
-    /// The given clients with their sample counts.
-    pub fn clients(&self, ids: &[ClientId]) -> Vec<ClientInfo> {
-        let partition = &self.shared.setup.partition;
-        ids.iter()
-            .map(|&id| ClientInfo {
-                id,
-                num_samples: partition.clients[id].len(),
-            })
-            .collect()
-    }
 }
 
 impl ClientTrainer for Trainer {
@@ -125,21 +121,14 @@ impl ClientTrainer for Trainer {
 impl Shared {
     fn train(&self, job: Job) -> Result<Update, ClientFailure> {
         let (round, client) = (job.round, job.client);
-        let outcome = catch_unwind(AssertUnwindSafe(|| self.train_on_this_worker(job)));
-        let error = match outcome {
-            Ok(Ok(update)) => return Ok(update),
-            Ok(Err(error)) => error.to_string(),
-            Err(panic) => format!("panicked: {}", panic_message(panic.as_ref())),
-        };
-        Err(ClientFailure {
-            round,
-            client,
-            error,
-        })
+        answer(round, client, || self.train_on_this_worker(job))
     }
 
     fn train_on_this_worker(&self, job: Job) -> Result<Update, TrainError> {
         let setup = &self.setup;
+        if setup.stop.is_requested() {
+            return Err(TrainError::Stopped);
+        }
         let worker = rayon::current_thread_index().expect("jobs run on the trainer's pool");
         let mut slot = self.workers[worker]
             .lock()
@@ -155,13 +144,21 @@ impl Shared {
             )
         });
         let net = flat::load(net, &job.model);
-        self.inject_fault(job.round, job.client)?;
+        setup.faults.strike(job.round, job.client)?;
         let indices = &setup.partition.clients[job.client];
         let purpose = Purpose::LocalShuffle {
             edge_round: job.edge_round,
         };
         let mut rng = stream(setup.seed, purpose, job.round, job.client as u32);
-        let result = local_train(net, &setup.data, indices, &setup.client, &mut rng, &device)?;
+        let result = local_train(
+            net,
+            &setup.data,
+            indices,
+            &setup.client,
+            &mut rng,
+            &device,
+            &setup.stop,
+        )?;
         let params = flat::flatten(&result.net);
         *slot = Some(result.net);
         Ok(Update {
@@ -172,11 +169,47 @@ impl Shared {
             params,
         })
     }
+}
 
-    fn inject_fault(&self, round: u32, client: ClientId) -> Result<(), TrainError> {
+/// Runs one client's `work`, turning an error or a panic into a [`ClientFailure`].
+fn answer(
+    round: u32,
+    client: ClientId,
+    work: impl FnOnce() -> Result<Update, TrainError>,
+) -> Result<Update, ClientFailure> {
+    let error = match catch_unwind(AssertUnwindSafe(work)) {
+        Ok(Ok(update)) => return Ok(update),
+        Ok(Err(error)) => error.to_string(),
+        Err(panic) => format!("panicked: {}", panic_message(panic.as_ref())),
+    };
+    Err(ClientFailure {
+        round,
+        client,
+        error,
+    })
+}
+
+/// The client failures an experiment injects (its `faults` that name a client).
+#[derive(Debug, Clone, Default)]
+pub struct InjectedFaults(Vec<FaultConfig>);
+
+impl InjectedFaults {
+    /// The client faults among `faults`.
+    pub fn new(faults: &[FaultConfig]) -> Self {
+        Self(
+            faults
+                .iter()
+                .filter(|f| f.client.is_some())
+                .copied()
+                .collect(),
+        )
+    }
+
+    /// Fails the way the experiment asks for `client` in `round`, if it does: panics, or
+    /// returns an error.
+    pub fn strike(&self, round: u32, client: ClientId) -> Result<(), TrainError> {
         let fault = self
-            .setup
-            .faults
+            .0
             .iter()
             .find(|f| f.round == round && f.client == Some(client));
         match fault.map(|f| f.kind) {

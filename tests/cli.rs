@@ -346,3 +346,18 @@ fn help_documents_both_commands() {
         assert!(stdout.contains(flag), "{flag} not in {stdout}");
     }
 }
+
+#[test]
+fn an_out_folder_that_holds_a_run_is_refused_as_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    common::run_ok(&experiment("mnist-t1"), &out, &["federation.rounds=1"]);
+    let output = fedsim(&[
+        "run",
+        experiment("mnist-t1").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_bad_input(&output, &["already holds a run", "--resume"]);
+}

@@ -16,8 +16,8 @@ mod topology;
 
 pub use partition::PartitionConfig;
 pub use topology::{
-    AvailabilityConfig, ClientLinkOverride, ComputeConfig, NetworkConfig, SchedulerMode,
-    TopologyConfig,
+    AvailabilityConfig, ClientLinkOverride, ComputeConfig, FailurePolicy, NetworkConfig,
+    SchedulerMode, TopologyConfig,
 };
 
 use crate::backend::BackendKind;
@@ -59,6 +59,9 @@ pub struct ExperimentConfig {
     /// Evaluation of the global model on the test set.
     #[serde(default)]
     pub eval: EvalConfig,
+    /// How often the run folder's checkpoint is brought up to date. Default: every round.
+    #[serde(default)]
+    pub checkpoint: CheckpointConfig,
     /// The burn backend that trains: `"flex"` (default), `"ndarray"` or `"wgpu"`.
     #[serde(default)]
     pub backend: BackendKind,
@@ -180,6 +183,23 @@ impl Default for EvalConfig {
     }
 }
 
+/// Checkpoints, from which a killed or stopped run continues (`fedsim run --resume`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointConfig {
+    /// Write the checkpoint after every `every` rounds (and after the last, and when the run
+    /// is stopped). It holds the global model, so writing it costs about as much as one
+    /// downlink: little against a round. Default 1.
+    #[serde(default = "one")]
+    pub every: u32,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        Self { every: one() }
+    }
+}
+
 /// One injected failure: a client's training, or a scheduler's thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -270,21 +290,20 @@ impl ExperimentConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        let invalid = |field: &str, message: String| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            errors: vec![FieldError {
-                path: field.to_string(),
-                message,
-            }],
-        };
         let mut value: Value = serde_json::from_str(&text)
-            .map_err(|e| invalid(".", format!("not valid JSON: {e}")))?;
+            .map_err(|e| invalid(path, ".", format!("not valid JSON: {e}")))?;
         for assignment in overrides {
             apply_override(&mut value, assignment)?;
         }
+        Self::from_value(value, path)
+    }
+
+    /// Parses, resolves and validates an experiment held as JSON, read from `path` (for
+    /// messages; relative paths are resolved against its folder).
+    pub fn from_value(value: Value, path: &Path) -> Result<Self, ConfigError> {
         let mut config: Self = serde_path_to_error::deserialize(value).map_err(|e| {
             let field = e.path().to_string();
-            invalid(&field, e.into_inner().to_string())
+            invalid(path, &field, e.into_inner().to_string())
         })?;
         let folder = path.parent().unwrap_or(Path::new("."));
         // Absolute, so the resolved config written to the run folder works from anywhere.
@@ -396,6 +415,11 @@ impl ExperimentConfig {
             "must be at least 1".into(),
         );
         check(
+            self.checkpoint.every >= 1,
+            "checkpoint.every",
+            "must be at least 1".into(),
+        );
+        check(
             self.eval.batch_size >= 1,
             "eval.batch_size",
             "must be at least 1".into(),
@@ -484,6 +508,17 @@ impl ExperimentConfig {
             check(false, &path, message);
         }
         errors
+    }
+}
+
+/// One problem with the field at `field` of the experiment file at `path`.
+fn invalid(path: &Path, field: &str, message: String) -> ConfigError {
+    ConfigError::Invalid {
+        path: path.to_path_buf(),
+        errors: vec![FieldError {
+            path: field.to_string(),
+            message,
+        }],
     }
 }
 

@@ -302,6 +302,21 @@ pub struct AvailabilityConfig {
     /// Default: no deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_s: Option<f64>,
+    /// What a client's failed training does to the run: `"abort"` (the default) stops it with
+    /// an error; `"drop"` leaves the client out of the round, like a dropout, and goes on.
+    #[serde(default)]
+    pub on_client_failure: FailurePolicy,
+}
+
+/// What a client's failed training does to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailurePolicy {
+    /// Stop the run with an error naming the client (the lowest id, if several failed).
+    #[default]
+    Abort,
+    /// Leave the client out of the round (reason `failed`, with its error) and go on.
+    Drop,
 }
 
 impl AvailabilityConfig {

@@ -90,15 +90,31 @@ pub enum DropReason {
     Dropout,
     /// The client's update would have arrived after the round's deadline.
     Deadline,
+    /// The client's training failed, and the run is set to go on without it.
+    Failed,
 }
 
 /// A sampled client left out of a round, and why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Dropped {
     /// The client.
     pub client: ClientId,
     /// Why.
     pub reason: DropReason,
+    /// What went wrong, for a client that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Dropped {
+    /// `client`, left out for `reason` (not a failure: failures carry their error).
+    pub fn new(client: ClientId, reason: DropReason) -> Self {
+        Self {
+            client,
+            reason,
+            error: None,
+        }
+    }
 }
 
 /// One message on a link. Downward: `Downlink`, `Exit`. Upward: `SetUp`, `Uplink`, `Dropped`,
@@ -168,13 +184,16 @@ impl Message {
 
     /// Bytes this message would take on a network: the header plus its payload (four bytes
     /// per parameter or client id, eight per time or id-and-reason pair, sixteen per sample
-    /// count plus loss).
+    /// count plus loss, one per byte of text).
     pub fn wire_bytes(&self) -> u64 {
         let payload = match self {
             Message::SetUp { clients } => 16 * clients.len(),
             Message::Downlink { clients, model, .. } => 8 + 4 * clients.len() + 4 * model.len(),
             Message::Uplink(update) => 16 + 4 * update.clients.len() + 4 * update.params.len(),
-            Message::Dropped { clients, .. } => 8 * clients.len(),
+            Message::Dropped { clients, .. } => clients
+                .iter()
+                .map(|d| 8 + d.error.as_ref().map_or(0, String::len))
+                .sum(),
             Message::ClientFailed { path, error, .. } => 4 + 4 * path.len() + error.len(),
             Message::Exit | Message::ExitAck => 0,
         };

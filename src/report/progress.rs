@@ -21,8 +21,9 @@ pub enum Progress {
 }
 
 impl Progress {
-    /// A bar when stdout is a terminal and `plain` is not asked for, lines otherwise.
-    pub fn for_stdout(rounds: u32, plain: bool) -> Self {
+    /// A bar when stdout is a terminal and `plain` is not asked for, lines otherwise; `done`
+    /// rounds are finished already (a resumed run).
+    pub fn for_stdout(rounds: u32, done: u32, plain: bool) -> Self {
         if plain || !std::io::stdout().is_terminal() {
             return Progress::Lines { rounds };
         }
@@ -34,6 +35,8 @@ impl Progress {
             .progress_chars("=> "),
         );
         bar.set_prefix("training");
+        bar.set_position(u64::from(done));
+        bar.reset_eta();
         Progress::Bar(bar)
     }
 

@@ -1,12 +1,13 @@
 //! The run folder: resolved config, partition, metrics as they are produced, summary, model.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::RoundRecord;
+use crate::checkpoint::RunState;
 
 /// Where a run writes its results. `metrics.jsonl` gets one line per round, flushed as the
 /// round ends, so a killed run keeps its finished rounds; whole-file outputs are written to a
@@ -15,6 +16,38 @@ use super::RoundRecord;
 pub struct RunFolder {
     dir: PathBuf,
     metrics: BufWriter<File>,
+}
+
+/// The per-round results.
+const METRICS: &str = "metrics.jsonl";
+
+/// The state a run continues from.
+pub const CHECKPOINT: &str = "checkpoint.fedsim";
+
+/// A folder that cannot serve the run asked for: the user's choice of folder is at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum FolderError {
+    /// A new run was pointed at a folder that holds one.
+    #[error(
+        "{} already holds a run; choose another --out, or continue that run with: fedsim run --resume {}",
+        path.display(),
+        path.display()
+    )]
+    HoldsRun {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// A folder to resume lacks what resuming needs.
+    #[error("cannot resume {}: {reason}", path.display())]
+    NotResumable {
+        /// The folder.
+        path: PathBuf,
+        /// What is missing or wrong.
+        reason: String,
+    },
+    /// The folder cannot be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
 /// A run folder that cannot be written, with the path.
@@ -29,30 +62,86 @@ pub struct WriteError {
 
 impl RunFolder {
     /// Creates `dir` (which must not hold a run already) and opens its `metrics.jsonl`.
-    pub fn create(dir: &Path) -> Result<Self, WriteError> {
-        let failed = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| WriteError { path, source }
-        };
-        fs::create_dir_all(dir).map_err(failed(dir))?;
-        let metrics_path = dir.join("metrics.jsonl");
+    pub fn create(dir: &Path) -> Result<Self, FolderError> {
+        fs::create_dir_all(dir).map_err(write_error(dir))?;
+        let metrics_path = dir.join(METRICS);
         let metrics = File::create_new(&metrics_path).map_err(|source| {
             if source.kind() == io::ErrorKind::AlreadyExists {
-                WriteError {
-                    path: metrics_path.clone(),
-                    source: io::Error::new(
-                        io::ErrorKind::AlreadyExists,
-                        "the folder already holds a run; choose another --out",
-                    ),
+                FolderError::HoldsRun {
+                    path: dir.to_path_buf(),
                 }
             } else {
-                failed(&metrics_path)(source)
+                write_error(&metrics_path)(source).into()
             }
         })?;
         Ok(Self {
             dir: dir.to_path_buf(),
             metrics: BufWriter::new(metrics),
         })
+    }
+
+    /// Opens a run folder to continue its run: reads its checkpoint, keeps the `metrics.jsonl`
+    /// lines of the rounds the checkpoint covers (a killed run may have written a line, or
+    /// part of one, past it) and returns them, parsed.
+    pub fn reopen(dir: &Path) -> Result<(Self, RunState, Vec<RoundRecord>), FolderError> {
+        let not_resumable = |reason: String| FolderError::NotResumable {
+            path: dir.to_path_buf(),
+            reason,
+        };
+        if !dir.is_dir() {
+            return Err(not_resumable("no such folder".to_string()));
+        }
+        let checkpoint_path = dir.join(CHECKPOINT);
+        let bytes = fs::read(&checkpoint_path)
+            .map_err(|e| not_resumable(format!("cannot read its checkpoint {CHECKPOINT}: {e}")))?;
+        let state = RunState::from_bytes(&bytes)
+            .map_err(|e| not_resumable(format!("{}: {e}", checkpoint_path.display())))?;
+        let metrics_path = dir.join(METRICS);
+        let text = fs::read_to_string(&metrics_path)
+            .map_err(|e| not_resumable(format!("cannot read {METRICS}: {e}")))?;
+        let finished = state.round as usize;
+        let lines: Vec<&str> = text.lines().take(finished).collect();
+        let mut records = Vec::with_capacity(finished);
+        for (index, line) in lines.iter().enumerate() {
+            let record: RoundRecord = serde_json::from_str(line)
+                .map_err(|e| not_resumable(format!("{METRICS} line {}: {e}", index + 1)))?;
+            if record.round as usize != index + 1 {
+                return Err(not_resumable(format!(
+                    "{METRICS} line {} is round {}",
+                    index + 1,
+                    record.round
+                )));
+            }
+            records.push(record);
+        }
+        if records.len() < finished {
+            return Err(not_resumable(format!(
+                "{METRICS} holds {} rounds, but the checkpoint is at round {finished}",
+                records.len()
+            )));
+        }
+        let kept: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        let folder = Self::reopened(dir, kept.as_bytes())?;
+        Ok((folder, state, records))
+    }
+
+    /// Rewrites `metrics.jsonl` as `kept`, atomically, and opens it to append.
+    fn reopened(dir: &Path, kept: &[u8]) -> Result<Self, WriteError> {
+        write_atomically(dir, METRICS, kept)?;
+        let metrics_path = dir.join(METRICS);
+        let metrics = OpenOptions::new()
+            .append(true)
+            .open(&metrics_path)
+            .map_err(write_error(&metrics_path))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            metrics: BufWriter::new(metrics),
+        })
+    }
+
+    /// Writes the run's checkpoint, atomically.
+    pub fn checkpoint(&self, state: &RunState) -> Result<(), WriteError> {
+        self.write_atomically(CHECKPOINT, &state.to_bytes())
     }
 
     /// The default folder for an experiment: `runs/<name>-<UTC timestamp>`, with `-2`, `-3`, …
@@ -78,10 +167,7 @@ impl RunFolder {
         let line = serde_json::to_string(record).expect("a round record always serialises");
         writeln!(self.metrics, "{line}")
             .and_then(|()| self.metrics.flush())
-            .map_err(|source| WriteError {
-                path: self.dir.join("metrics.jsonl"),
-                source,
-            })
+            .map_err(write_error(&self.dir.join(METRICS)))
     }
 
     /// Writes `value` as pretty JSON to `name`, atomically.
@@ -92,10 +178,22 @@ impl RunFolder {
 
     /// Writes raw bytes to `name`, atomically.
     pub fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<(), WriteError> {
-        let path = self.dir.join(name);
-        let partial = self.dir.join(format!(".{name}.partial"));
-        fs::write(&partial, bytes)
-            .and_then(|()| fs::rename(&partial, &path))
-            .map_err(|source| WriteError { path, source })
+        write_atomically(&self.dir, name, bytes)
     }
+}
+
+/// Writes `bytes` to `dir/name` through a temporary file and a rename, so that the file is
+/// either whole or as it was.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), WriteError> {
+    let path = dir.join(name);
+    let partial = dir.join(format!(".{name}.partial"));
+    fs::write(&partial, bytes)
+        .and_then(|()| fs::rename(&partial, &path))
+        .map_err(write_error(&path))
+}
+
+/// Turns an I/O error on `path` into a [`WriteError`].
+fn write_error(path: &Path) -> impl FnOnce(io::Error) -> WriteError {
+    let path = path.to_path_buf();
+    move |source| WriteError { path, source }
 }

@@ -35,6 +35,39 @@ pub struct GroupSetup {
     pub speeds: Arc<Vec<f64>>,
 }
 
+impl GroupSetup {
+    /// The groups of a tree, one per part of `parts` (the client ids under each scheduler, or
+    /// all clients in the flat topology), with each client's sample count from `num_samples`
+    /// (indexed by id) and the other settings shared.
+    pub fn for_parts(
+        parts: Vec<Vec<ClientId>>,
+        num_samples: &[usize],
+        seed: u64,
+        dropout: f64,
+        epochs: u32,
+        speeds: Arc<Vec<f64>>,
+    ) -> Vec<GroupSetup> {
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(index, ids)| GroupSetup {
+                index,
+                clients: ids
+                    .into_iter()
+                    .map(|id| ClientInfo {
+                        id,
+                        num_samples: num_samples[id],
+                    })
+                    .collect(),
+                seed,
+                dropout,
+                epochs,
+                speeds: speeds.clone(),
+            })
+            .collect()
+    }
+}
+
 /// The client-group tier: one thread that feeds the trainer and forwards its results.
 pub struct ClientGroup {
     setup: GroupSetup,
@@ -148,10 +181,7 @@ impl ClientGroup {
         if self.drops_out(&job) {
             let dropped = Message::Dropped {
                 round: job.round,
-                clients: vec![Dropped {
-                    client: job.client,
-                    reason: DropReason::Dropout,
-                }],
+                clients: vec![Dropped::new(job.client, DropReason::Dropout)],
             };
             return self.link.send(dropped, arrived).is_ok();
         }
@@ -162,14 +192,13 @@ impl ClientGroup {
     }
 
     fn drops_out(&self, job: &Job) -> bool {
-        if self.setup.dropout <= 0.0 {
-            return false;
-        }
-        let purpose = Purpose::Dropout {
-            edge_round: job.edge_round,
-        };
-        let mut rng = stream(self.setup.seed, purpose, job.round, job.client as u32);
-        rng.random::<f64>() < self.setup.dropout
+        drops_out(
+            self.setup.seed,
+            self.setup.dropout,
+            job.round,
+            job.edge_round,
+            job.client,
+        )
     }
 
     /// Sends a finished client's result up; false if the parent is gone.
@@ -192,4 +221,15 @@ impl ClientGroup {
             .expect("every result belongs to a started client");
         self.link.send(message, finished).is_ok()
     }
+}
+
+/// Whether `client` is unavailable in an edge round of `round`: a draw with probability
+/// `dropout` from the client's own stream for that (round, edge round).
+pub fn drops_out(seed: u64, dropout: f64, round: u32, edge_round: u32, client: ClientId) -> bool {
+    if dropout <= 0.0 {
+        return false;
+    }
+    let purpose = Purpose::Dropout { edge_round };
+    let mut rng = stream(seed, purpose, round, client as u32);
+    rng.random::<f64>() < dropout
 }

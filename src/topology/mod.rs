@@ -8,6 +8,7 @@
 //! ends by killing or sleeping; a closed channel tells a tier at once that a neighbour died.
 
 pub mod client_group;
+pub mod collector;
 pub mod scheduler;
 pub mod server;
 
@@ -17,11 +18,12 @@ use std::thread;
 
 pub use client_group::{ClientGroup, GroupSetup};
 pub use scheduler::{ClientConnector, SchedulerSetup, ServerConnector};
-pub use server::{Child, Evaluator, Server, ServerSetup};
+pub use server::{Child, Evaluator, RoundEnd, Server, ServerSetup, Start};
 
 use crate::config::{NetworkConfig, TopologyConfig};
 use crate::network::{ClientId, Link, LinkProfiles, NodeId};
-use crate::report::{RoundRecord, TierTraffic};
+use crate::report::TierTraffic;
+use crate::stop::StopSignal;
 use crate::trainer::{ClientTrainer, panic_message};
 
 /// Why a federation stopped before its last round.
@@ -58,6 +60,9 @@ pub enum FederationError {
     /// The consumer of round results stopped (e.g. the metrics file could not be written).
     #[error("round results are no longer being received")]
     ObserverGone,
+    /// A stop was requested (Ctrl-C, SIGTERM); the tree shut down after the work in flight.
+    #[error("the run was stopped before its last round")]
+    Stopped,
 }
 
 fn place(path: &[NodeId]) -> String {
@@ -74,6 +79,7 @@ impl FederationError {
             FederationError::ObserverGone => 1,
             FederationError::TierLost { .. } => 2,
             FederationError::ClientFailed { .. } | FederationError::Protocol { .. } => 3,
+            FederationError::Stopped => 4,
         }
     }
 }
@@ -132,6 +138,8 @@ pub struct Plan {
     pub groups: Vec<GroupSetup>,
     /// Rounds in which each scheduler panics (fault injection), by scheduler index.
     pub scheduler_panics: HashMap<usize, Vec<u32>>,
+    /// Asks the federation to stop early.
+    pub stop: StopSignal,
 }
 
 /// What a finished federation leaves behind.
@@ -149,12 +157,12 @@ type Tier<'scope, T = ()> = (
 );
 
 /// Builds the tree `plan` describes over the shared `trainer`, runs it, and joins every
-/// thread. `on_round` sees each round's record on the calling thread, in round order, as soon
+/// thread. `on_round` sees each finished round on the calling thread, in round order, as soon
 /// as the round ends; an error from it stops the federation cleanly and is returned.
 pub fn run<E>(
     plan: Plan,
     trainer: Arc<dyn ClientTrainer>,
-    mut on_round: impl FnMut(RoundRecord) -> Result<(), E>,
+    mut on_round: impl FnMut(RoundEnd) -> Result<(), E>,
 ) -> Result<Result<FederationResult, FederationError>, E> {
     let (outcomes_tx, outcomes_rx) = flume::unbounded();
     let client_profiles = client_link_profiles(&plan.network);
@@ -198,6 +206,7 @@ pub fn run<E>(
                             .get(&index)
                             .cloned()
                             .unwrap_or_default(),
+                        on_client_failure: plan.server.on_client_failure,
                     };
                     let (upper_half, lower_half) = scheduler::scheduler(setup, parent, child);
                     tiers.push(spawn(
@@ -216,7 +225,7 @@ pub fn run<E>(
             let body = ClientGroup::new(group, trainer.clone(), group_end);
             tiers.push(spawn(scope, group_node.to_string(), move || body.run()));
         }
-        let server = Server::new(plan.server, children, meter, outcomes_tx);
+        let server = Server::new(plan.server, children, meter, outcomes_tx, plan.stop);
         let (_, server) = spawn(scope, "server".to_string(), move || server.run());
         let mut observer_error = None;
         for outcome in outcomes_rx.iter() {

@@ -11,13 +11,12 @@
 
 use std::sync::Arc;
 
-use crate::config::SchedulerMode;
-use crate::network::{
-    ClientId, DropReason, Dropped, Envelope, LinkEnd, LinkProfile, Message, NodeId, Update,
-};
+use crate::config::{FailurePolicy, SchedulerMode};
+use crate::network::{ClientId, Envelope, LinkEnd, LinkProfile, Message, NodeId, Update};
 use crate::strategy::{FedAvg, Strategy};
 
 use super::FederationError;
+use super::collector::{Failure, RoundCollector, RoundOutcome};
 
 /// How a scheduler behaves.
 #[derive(Debug, Clone)]
@@ -34,6 +33,9 @@ pub struct SchedulerSetup {
     pub server_link: LinkProfile,
     /// Rounds in which the client connector panics (fault injection).
     pub panic_rounds: Vec<u32>,
+    /// What a client's failure does to the run; an aggregating scheduler stops its edge
+    /// rounds at the first failure under the abort policy.
+    pub on_client_failure: FailurePolicy,
 }
 
 /// Builds a scheduler's two connectors around its links to the server (`parent`) and to its
@@ -187,7 +189,9 @@ impl ClientConnector {
                             self.relay_down(round, clients, model, deadline, at)?
                         }
                         SchedulerMode::Aggregate => {
-                            self.aggregate_round(round, &clients, model, deadline, at)?;
+                            if !self.aggregate_round(round, &clients, model, deadline, at)? {
+                                return self.shut_down();
+                            }
                         }
                     }
                 }
@@ -214,8 +218,11 @@ impl ClientConnector {
         Ok(())
     }
 
-    /// Runs the round's edge rounds over `clients` and queues one partial aggregate (and the
-    /// clients that dropped) for the server. A client failure is passed up and ends the round.
+    /// Runs the round's edge rounds over `clients` and queues its report for the server: one
+    /// partial aggregate of the last edge round's updates, the clients that last edge round
+    /// dropped, and every client that failed. A client that fails sits out the rest of the
+    /// round; under the abort policy the first failure ends the round's edge rounds, since the
+    /// run is over. Returns false if the server is stopping the run (`Exit` arrived).
     fn aggregate_round(
         &self,
         round: u32,
@@ -223,7 +230,7 @@ impl ClientConnector {
         model: Arc<[f32]>,
         deadline: Option<f64>,
         arrived: f64,
-    ) -> Result<(), FederationError> {
+    ) -> Result<bool, FederationError> {
         // The partial aggregate must leave early enough to cross the server link in time.
         let cutoff = deadline.map(|d| {
             let aggregate_bytes = Message::Uplink(Update {
@@ -237,84 +244,84 @@ impl ClientConnector {
             d - self.setup.server_link.transfer_seconds(aggregate_bytes)
         });
         let (mut model, mut now) = (model, arrived);
-        let mut outcome = EdgeRound::default();
+        let mut taking_part = clients.to_vec();
+        let mut failures = Vec::new();
+        let mut last = RoundOutcome::default();
         for edge_round in 0..self.setup.edge_rounds {
-            // Only `Exit` can arrive during a round: the server is stopping, so start no more
-            // work; the main loop will read it.
+            // Only `Exit` can come down during a round: the server is stopping, so start no
+            // more work.
             if !self.down.is_empty() {
-                return Ok(());
+                return Ok(false);
             }
-            for &client in clients {
+            if taking_part.is_empty() {
+                break;
+            }
+            for &client in &taking_part {
                 self.send_down(round, edge_round, client, &model, deadline, now)?;
             }
-            outcome = match self.collect_edge_round(round, clients.len(), cutoff)? {
-                Some(outcome) => outcome,
-                None => return Ok(()),
+            let collector = RoundCollector::new(self.node, round, &taking_part, now, cutoff);
+            let Some(mut outcome) = collector.collect(|| self.next_from_group())? else {
+                return Ok(false);
             };
-            now = outcome.finished.max(now);
+            now = outcome.finished;
             if !outcome.updates.is_empty() {
                 model = FedAvg.aggregate(&model, &outcome.updates).into();
             }
+            taking_part.retain(|c| outcome.failures.iter().all(|f| f.client != *c));
+            failures.append(&mut outcome.failures);
+            last = outcome;
+            if !failures.is_empty() && self.setup.on_client_failure == FailurePolicy::Abort {
+                break;
+            }
         }
-        if !outcome.dropped.is_empty() {
+        self.report_up(round, last, failures, &model, now);
+        Ok(true)
+    }
+
+    /// Queues a round's report for the server: failures (with this scheduler added to their
+    /// path), dropped clients, and the partial aggregate.
+    fn report_up(
+        &self,
+        round: u32,
+        last: RoundOutcome,
+        failures: Vec<Failure>,
+        model: &[f32],
+        now: f64,
+    ) {
+        for failure in failures {
+            let failed = Message::ClientFailed {
+                round,
+                client: failure.client,
+                path: std::iter::once(self.node).chain(failure.path).collect(),
+                error: failure.error,
+            };
+            self.queue_up(failed, now);
+        }
+        if !last.dropped.is_empty() {
             let dropped = Message::Dropped {
                 round,
-                clients: outcome.dropped,
+                clients: last.dropped,
             };
             self.queue_up(dropped, now);
         }
-        if !outcome.updates.is_empty() {
-            let partial = Update::combined(round, &outcome.updates, model.to_vec());
+        if !last.updates.is_empty() {
+            let partial = Update::combined(round, &last.updates, model.to_vec());
             self.queue_up(Message::Uplink(partial), now);
         }
-        Ok(())
     }
 
-    /// Gathers the group's answers for one edge round; `None` if a client failed (the
-    /// failure has been passed up).
-    fn collect_edge_round(
-        &self,
-        round: u32,
-        expected: usize,
-        cutoff: Option<f64>,
-    ) -> Result<Option<EdgeRound>, FederationError> {
-        let mut outcome = EdgeRound::default();
-        let mut accounted = 0;
-        while accounted < expected {
-            let envelope = self.child.recv().map_err(|_| self.group_lost())?;
-            match envelope.message {
-                Message::Uplink(update) => {
-                    accounted += 1;
-                    if cutoff.is_some_and(|c| envelope.at > c) {
-                        outcome.dropped.push(Dropped {
-                            client: update.clients[0],
-                            reason: DropReason::Deadline,
-                        });
-                        outcome.finished = outcome.finished.max(cutoff.unwrap_or(0.0));
-                    } else {
-                        outcome.finished = outcome.finished.max(envelope.at);
-                        outcome.updates.push(update);
-                    }
-                }
-                Message::Dropped { clients, .. } => {
-                    accounted += clients.len();
-                    outcome.dropped.extend(clients);
-                }
-                Message::ClientFailed { .. } => {
-                    self.forward_up(envelope);
-                    return Ok(None);
-                }
-                other => {
-                    return Err(FederationError::Protocol {
-                        tier: self.node.to_string(),
-                        detail: format!("unexpected {} in round {round}", other.code()),
-                    });
-                }
-            }
+    /// The group's next message during a round, or `None` if the server is stopping the run
+    /// (only `Exit` can come down while a round is under way).
+    fn next_from_group(&self) -> Result<Option<Envelope>, FederationError> {
+        let event = flume::Selector::new()
+            .recv(&self.down, |m| ClientSide::FromQueue(m.ok()))
+            .recv(self.child.receiver(), |m| ClientSide::FromGroup(m.ok()))
+            .wait();
+        match event {
+            ClientSide::FromGroup(Some(envelope)) => Ok(Some(envelope)),
+            ClientSide::FromGroup(None) => Err(self.group_lost()),
+            ClientSide::FromQueue(_) => Ok(None),
         }
-        outcome.updates.sort_by_key(|u| u.clients[0]);
-        outcome.dropped.sort_by_key(|d| d.client);
-        Ok(Some(outcome))
     }
 
     fn send_down(
@@ -387,15 +394,4 @@ impl ClientConnector {
             detail: None,
         }
     }
-}
-
-/// What came back from the group in one edge round.
-#[derive(Default)]
-struct EdgeRound {
-    /// Updates in client order.
-    updates: Vec<Update>,
-    /// Clients that dropped out or missed the cutoff.
-    dropped: Vec<Dropped>,
-    /// Simulated time the last counted update arrived (or the cutoff, if one was missed).
-    finished: f64,
 }

@@ -8,22 +8,18 @@ use std::time::Instant;
 use rand::seq::index;
 
 use crate::backend::BackendKind;
-use crate::config::EvalConfig;
+use crate::config::{EvalConfig, FailurePolicy};
 use crate::data::Dataset;
 use crate::model::ModelKind;
-use crate::network::{
-    ClientId, ClientInfo, DropReason, Dropped, Envelope, LinkEnd, Message, NodeId, Update,
-};
+use crate::network::{ClientId, Envelope, LinkEnd, Message, NodeId, Update};
 use crate::report::RoundRecord;
 use crate::seed::{Purpose, stream};
+use crate::stop::StopSignal;
 use crate::strategy::Strategy;
 use crate::train::{Evaluation, evaluate};
 
+use super::collector::{RoundCollector, RoundOutcome};
 use super::{FederationError, TrafficMeter};
-
-/// Slack when comparing simulated arrival times with a deadline, so that an update scheduled
-/// to arrive exactly at the deadline is not lost to floating-point rounding.
-const DEADLINE_SLACK_S: f64 = 1e-9;
 
 /// What the server needs besides its links.
 pub struct ServerSetup {
@@ -35,12 +31,34 @@ pub struct ServerSetup {
     pub clients_per_round: usize,
     /// Simulated seconds a round may last, if limited.
     pub deadline_s: Option<f64>,
-    /// The initial global model.
+    /// What a client's failure does to the run.
+    pub on_client_failure: FailurePolicy,
+    /// Where the run starts: after round 0 at time 0, or where a checkpoint left it.
+    pub start: Start,
+    /// The global model to start from: the initial model, or a checkpoint's.
     pub initial_model: Vec<f32>,
     /// The aggregation rule.
     pub strategy: Box<dyn Strategy>,
     /// How the global model is evaluated; `None` never evaluates (to time the tree alone).
     pub evaluator: Option<Evaluator>,
+}
+
+/// The point a federation starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Start {
+    /// The last round already played (0 for a new run).
+    pub round: u32,
+    /// The simulated clock at the end of that round.
+    pub sim_time_s: f64,
+}
+
+/// A finished round, as the server hands it to the caller.
+#[derive(Debug, Clone)]
+pub struct RoundEnd {
+    /// What `metrics.jsonl` records of the round.
+    pub record: RoundRecord,
+    /// The global model after the round, for checkpoints.
+    pub model: Arc<[f32]>,
 }
 
 /// Evaluation of the global model on a test set.
@@ -104,7 +122,8 @@ pub struct Server {
     setup: ServerSetup,
     children: Vec<Child>,
     traffic: TrafficMeter,
-    outcomes: flume::Sender<RoundRecord>,
+    outcomes: flume::Sender<RoundEnd>,
+    stop: StopSignal,
     /// The simulated clock: seconds since the run started.
     now: f64,
 }
@@ -112,34 +131,29 @@ pub struct Server {
 /// Every client the children announced at set-up, and under which child each one sits.
 struct Roster {
     /// All clients, in id order.
-    clients: Vec<ClientInfo>,
+    ids: Vec<ClientId>,
     /// Index in `children` of the child each client sits under.
     child_of: HashMap<ClientId, usize>,
 }
 
-/// The updates and drops of one round, as they reached the server.
-struct Collected {
-    updates: Vec<Update>,
-    dropped: Vec<Dropped>,
-    /// Simulated time the last update that counts arrived.
-    last_arrival: f64,
-}
-
 impl Server {
     /// A server over `children` that reports each round, with the traffic that `traffic`
-    /// measures, on `outcomes`.
+    /// measures, on `outcomes`, and stops early when `stop` is requested.
     pub fn new(
         setup: ServerSetup,
         children: Vec<Child>,
         traffic: TrafficMeter,
-        outcomes: flume::Sender<RoundRecord>,
+        outcomes: flume::Sender<RoundEnd>,
+        stop: StopSignal,
     ) -> Self {
+        let now = setup.start.sim_time_s;
         Self {
             setup,
             children,
             traffic,
             outcomes,
-            now: 0.0,
+            stop,
+            now,
         }
     }
 
@@ -155,7 +169,7 @@ impl Server {
     /// Waits for every child's `SetUp`.
     fn await_set_up(&mut self) -> Result<Roster, FederationError> {
         let mut roster = Roster {
-            clients: Vec::new(),
+            ids: Vec::new(),
             child_of: HashMap::new(),
         };
         for _ in 0..self.children.len() {
@@ -165,22 +179,29 @@ impl Server {
                     roster
                         .child_of
                         .extend(clients.iter().map(|c| (c.id, child)));
-                    roster.clients.extend(clients);
+                    roster.ids.extend(clients.iter().map(|c| c.id));
                 }
                 other => return Err(protocol(format!("expected SetUp, got {}", other.code()))),
             }
         }
-        roster.clients.sort_by_key(|c| c.id);
+        roster.ids.sort_unstable();
         Ok(roster)
     }
 
     fn run_rounds(&mut self, roster: &Roster) -> Result<Vec<f32>, FederationError> {
         let mut global: Arc<[f32]> = std::mem::take(&mut self.setup.initial_model).into();
-        for round in 1..=self.setup.rounds {
+        for round in self.setup.start.round + 1..=self.setup.rounds {
+            if self.stop.is_requested() {
+                return Err(FederationError::Stopped);
+            }
             let (next, record) = self.play_round(round, roster, global)?;
             global = next;
+            let end = RoundEnd {
+                record,
+                model: global.clone(),
+            };
             self.outcomes
-                .send(record)
+                .send(end)
                 .map_err(|_| FederationError::ObserverGone)?;
         }
         Ok(global.to_vec())
@@ -198,17 +219,15 @@ impl Server {
         let traffic_before = self.traffic.read();
         let round_start = self.now;
         let deadline = self.setup.deadline_s.map(|d| round_start + d);
-        let sampled = self.sample(round, &roster.clients);
+        let sampled = sample(
+            self.setup.seed,
+            round,
+            &roster.ids,
+            self.setup.clients_per_round,
+        );
         self.send_downlinks(round, &sampled, roster, &global, deadline)?;
-        let collected = self.collect(round, sampled.len(), deadline)?;
-        let missed_deadline = collected
-            .dropped
-            .iter()
-            .any(|d| d.reason == DropReason::Deadline);
-        self.now = match deadline {
-            Some(deadline) if missed_deadline => deadline,
-            _ => collected.last_arrival.max(round_start),
-        };
+        let collected = self.collect(round, &sampled, deadline)?;
+        self.now = collected.finished;
         let global: Arc<[f32]> = if collected.updates.is_empty() {
             global
         } else {
@@ -237,19 +256,6 @@ impl Server {
             wall_ms: (started.elapsed().as_secs_f64() * 1e4).round() / 10.0,
         };
         Ok((global, record))
-    }
-
-    /// `clients_per_round` clients drawn without replacement from the round's stream, in id
-    /// order.
-    fn sample(&self, round: u32, clients: &[ClientInfo]) -> Vec<ClientId> {
-        let mut rng = stream(self.setup.seed, Purpose::ClientSampling, round, 0);
-        let mut sampled: Vec<ClientId> =
-            index::sample(&mut rng, clients.len(), self.setup.clients_per_round)
-                .into_iter()
-                .map(|i| clients[i].id)
-                .collect();
-        sampled.sort_unstable();
-        sampled
     }
 
     /// Sends the round's model down: to a client group one downlink per sampled client (each
@@ -291,74 +297,34 @@ impl Server {
         Ok(())
     }
 
-    /// Receives updates, drops and failures until every one of the `expected` sampled clients
-    /// is accounted for; a failure then ends the run. Updates come back sorted by their
-    /// first client id, drops by client id.
+    /// Collects the round's answers until every sampled client is accounted for. Under the
+    /// abort policy a failure then ends the run: the round is waited out first, so that when
+    /// several clients fail the one reported (the lowest id) does not depend on which failed
+    /// first in real time. Under the drop policy failed clients are dropped.
     fn collect(
         &mut self,
         round: u32,
-        expected: usize,
+        sampled: &[ClientId],
         deadline: Option<f64>,
-    ) -> Result<Collected, FederationError> {
-        let mut collected = Collected {
-            updates: Vec::new(),
-            dropped: Vec::new(),
-            last_arrival: self.now,
-        };
-        let mut accounted = 0;
-        let mut failures = Vec::new();
-        while accounted < expected {
-            let (_, Envelope { at, message, .. }) = self.recv_any()?;
-            match message {
-                Message::Uplink(update) if update.round == round => {
-                    accounted += update.clients.len();
-                    if deadline.is_some_and(|d| at > d + DEADLINE_SLACK_S) {
-                        collected
-                            .dropped
-                            .extend(update.clients.iter().map(|&client| Dropped {
-                                client,
-                                reason: DropReason::Deadline,
-                            }));
-                    } else {
-                        collected.last_arrival = collected.last_arrival.max(at);
-                        collected.updates.push(update);
-                    }
-                }
-                Message::Dropped { round: r, clients } if r == round => {
-                    accounted += clients.len();
-                    collected.dropped.extend(clients);
-                }
-                Message::ClientFailed {
-                    round,
-                    client,
-                    path,
-                    error,
-                } => {
-                    accounted += 1;
-                    let failure = FederationError::ClientFailed {
+    ) -> Result<RoundOutcome, FederationError> {
+        let collector = RoundCollector::new(NodeId::Server, round, sampled, self.now, deadline);
+        let mut outcome = collector
+            .collect(|| self.recv_any().map(|(_, envelope)| Some(envelope)))?
+            .expect("the server's own collection is never stopped");
+        match self.setup.on_client_failure {
+            FailurePolicy::Drop => outcome.drop_failures(),
+            FailurePolicy::Abort => {
+                if let Some(failure) = outcome.failures.drain(..).next() {
+                    return Err(FederationError::ClientFailed {
                         round,
-                        client,
-                        path,
-                        error,
-                    };
-                    failures.push((client, failure));
-                }
-                other => {
-                    return Err(protocol(format!(
-                        "unexpected {} in round {round}",
-                        other.code()
-                    )));
+                        client: failure.client,
+                        path: failure.path,
+                        error: failure.error,
+                    });
                 }
             }
         }
-        // The round is waited out, so that when several clients fail the one reported (the
-        // lowest id) does not depend on which failed first in real time.
-        if let Some((_, failure)) = failures.into_iter().min_by_key(|(client, _)| *client) {
-            return Err(failure);
-        }
-        collected.updates.sort_by_key(|u| u.clients[0]);
-        collected.dropped.sort_by_key(|d| d.client);
-        Ok(collected)
+        Ok(outcome)
     }
 
     /// Waits for a message from any child still open. A child whose link closed is marked
@@ -372,15 +338,17 @@ impl Server {
         }
         let mut selector = flume::Selector::new();
         for (index, child) in self.children.iter().enumerate().filter(|(_, c)| !c.closed) {
-            selector = selector.recv(child.link.receiver(), move |r| (index, r.ok()));
+            selector = selector.recv(child.link.receiver(), move |r| Some((index, r.ok())));
         }
-        let (index, received) = selector.wait();
-        received
-            .ok_or_else(|| {
+        let stop = self.stop.clone();
+        match selector.recv(stop.receiver(), |_| None).wait() {
+            None => Err(FederationError::Stopped),
+            Some((index, Some(envelope))) => Ok((index, envelope)),
+            Some((index, None)) => {
                 self.children[index].closed = true;
-                lost(self.children[index].node)
-            })
-            .map(|envelope| (index, envelope))
+                Err(lost(self.children[index].node))
+            }
+        }
     }
 
     /// Sends `Exit` to every child still open and waits for each one's `ExitAck`, dropping
@@ -405,6 +373,18 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// The clients sampled in `round`: `per_round` of the `roster` (every client, in id order)
+/// drawn without replacement from the round's stream, in id order.
+pub fn sample(seed: u64, round: u32, roster: &[ClientId], per_round: usize) -> Vec<ClientId> {
+    let mut rng = stream(seed, Purpose::ClientSampling, round, 0);
+    let mut sampled: Vec<ClientId> = index::sample(&mut rng, roster.len(), per_round)
+        .into_iter()
+        .map(|i| roster[i])
+        .collect();
+    sampled.sort_unstable();
+    sampled
 }
 
 fn lost(node: NodeId) -> FederationError {

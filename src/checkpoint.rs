@@ -1,0 +1,281 @@
+//! Checkpoints: everything about a run that changes between rounds, so that a killed run can
+//! continue and give the same bytes as if it had never stopped.
+//!
+//! Every random draw derives from (seed, purpose, round, client), and local training starts
+//! afresh from the downlinked model each round, so what changes between rounds is small: the
+//! global model, the simulated clock and the number of the last finished round. The
+//! checkpoint also holds the resolved config it belongs to and a digest of the partition, so
+//! that a run is never continued with other settings or data.
+//!
+//! The file format is versioned and made of named sections, so that later state (a
+//! strategy's server state, per-client state) adds sections, not a new format:
+//!
+//! ```text
+//! magic    b"FEDSIMCK"
+//! version  u32, little-endian (1)
+//! count    u32: number of sections
+//! section  name length u16, name (UTF-8), data length u64, data   (count times)
+//! digest   SHA-256 of every byte above
+//! ```
+//!
+//! Readers look sections up by name and ignore the ones they do not know.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+const MAGIC: &[u8; 8] = b"FEDSIMCK";
+
+/// The format version this build writes and reads.
+pub const VERSION: u32 = 1;
+
+const DIGEST_BYTES: usize = 32;
+
+/// Why bytes are not a checkpoint this build can read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CheckpointError(String);
+
+/// A checkpoint's sections, by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sections(BTreeMap<String, Vec<u8>>);
+
+impl Sections {
+    /// Adds or replaces the section `name`.
+    pub fn insert(&mut self, name: &str, data: Vec<u8>) {
+        self.0.insert(name.to_string(), data);
+    }
+
+    /// The section `name`, if present.
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.0.get(name).map(Vec::as_slice)
+    }
+
+    /// The section `name`, or an error saying it is missing.
+    pub fn require(&self, name: &str) -> Result<&[u8], CheckpointError> {
+        self.get(name)
+            .ok_or_else(|| CheckpointError(format!("the section {name:?} is missing")))
+    }
+
+    /// The file's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        let count = u32::try_from(self.0.len()).expect("fewer than 2^32 sections");
+        out.extend_from_slice(&count.to_le_bytes());
+        for (name, data) in &self.0 {
+            let name_len = u16::try_from(name.len()).expect("section names are short");
+            out.extend_from_slice(&name_len.to_le_bytes());
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+            out.extend_from_slice(data);
+        }
+        let digest = Sha256::digest(&out);
+        out.extend_from_slice(&digest);
+        out
+    }
+
+    /// Reads a file's bytes, checking the magic number, the version and the digest.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, CheckpointError> {
+        let error = |message: &str| CheckpointError(message.to_string());
+        if bytes.len() < MAGIC.len() + 8 + DIGEST_BYTES || !bytes.starts_with(MAGIC) {
+            return Err(error(
+                "not a fedsim checkpoint (wrong magic number or too short)",
+            ));
+        }
+        let (body, digest) = bytes.split_at(bytes.len() - DIGEST_BYTES);
+        let mut reader = Reader {
+            rest: &body[MAGIC.len()..],
+        };
+        let version = reader.u32()?;
+        if version != VERSION {
+            return Err(CheckpointError(format!(
+                "checkpoint format version {version}; this fedsim reads version {VERSION}"
+            )));
+        }
+        if Sha256::digest(body).as_slice() != digest {
+            return Err(error(
+                "the checkpoint is damaged: its SHA-256 digest does not match its contents",
+            ));
+        }
+        let count = reader.u32()?;
+        let mut sections = Sections::default();
+        for _ in 0..count {
+            let name_len = usize::from(reader.u16()?);
+            let name = std::str::from_utf8(reader.take(name_len)?)
+                .map_err(|_| error("a section name is not UTF-8"))?
+                .to_string();
+            let len = usize::try_from(reader.u64()?).map_err(|_| error("a section is too long"))?;
+            let data = reader.take(len)?.to_vec();
+            if sections.0.insert(name.clone(), data).is_some() {
+                return Err(CheckpointError(format!(
+                    "the section {name:?} appears twice"
+                )));
+            }
+        }
+        if !reader.rest.is_empty() {
+            return Err(error("bytes after the last section"));
+        }
+        Ok(sections)
+    }
+}
+
+/// Reads little-endian fields off the front of a byte slice.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8], CheckpointError> {
+        if len > self.rest.len() {
+            return Err(CheckpointError(format!(
+                "truncated: a field of {len} bytes, {} left",
+                self.rest.len()
+            )));
+        }
+        let (head, tail) = self.rest.split_at(len);
+        self.rest = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], CheckpointError> {
+        Ok(self.take(N)?.try_into().expect("took N bytes"))
+    }
+
+    fn u16(&mut self) -> Result<u16, CheckpointError> {
+        self.array().map(u16::from_le_bytes)
+    }
+
+    fn u32(&mut self) -> Result<u32, CheckpointError> {
+        self.array().map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self) -> Result<u64, CheckpointError> {
+        self.array().map(u64::from_le_bytes)
+    }
+}
+
+/// Where a run stands after a round: what a resumed run starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunState {
+    /// The resolved experiment config, as written to the run folder's `config.json`.
+    pub config: serde_json::Value,
+    /// SHA-256 of the partition (its `partition.json` text), in hex.
+    pub partition_sha256: String,
+    /// The last finished round (0 before the first).
+    pub round: u32,
+    /// The simulated clock at the end of that round.
+    pub sim_time_s: f64,
+    /// The global model after that round.
+    pub model: Vec<f32>,
+}
+
+/// The `progress` section.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Progress {
+    round: u32,
+    /// The clock's bits, so that it comes back exactly.
+    sim_time_bits: u64,
+    partition_sha256: String,
+}
+
+impl RunState {
+    /// The checkpoint file's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let progress = Progress {
+            round: self.round,
+            sim_time_bits: self.sim_time_s.to_bits(),
+            partition_sha256: self.partition_sha256.clone(),
+        };
+        let mut sections = Sections::default();
+        sections.insert("config", json(&self.config));
+        sections.insert("progress", json(&progress));
+        let model = self.model.iter().flat_map(|v| v.to_le_bytes()).collect();
+        sections.insert("global_model", model);
+        sections.to_bytes()
+    }
+
+    /// Reads a checkpoint file's bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, CheckpointError> {
+        let sections = Sections::from_bytes(bytes)?;
+        let config = serde_json::from_slice(sections.require("config")?)
+            .map_err(|e| CheckpointError(format!("the config section is not JSON: {e}")))?;
+        let progress: Progress = serde_json::from_slice(sections.require("progress")?)
+            .map_err(|e| CheckpointError(format!("the progress section is malformed: {e}")))?;
+        let model = sections.require("global_model")?;
+        if model.len() % 4 != 0 {
+            return Err(CheckpointError(format!(
+                "the global model section holds {} bytes, not a whole number of f32 values",
+                model.len()
+            )));
+        }
+        Ok(RunState {
+            config,
+            partition_sha256: progress.partition_sha256,
+            round: progress.round,
+            sim_time_s: f64::from_bits(progress.sim_time_bits),
+            model: model
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+        })
+    }
+}
+
+fn json(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).expect("checkpoint sections always serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> RunState {
+        RunState {
+            config: serde_json::json!({"name": "x", "seed": 3}),
+            partition_sha256: "ab".repeat(32),
+            round: 7,
+            sim_time_s: 0.1 + 0.2,
+            model: vec![1.5, -0.0, f32::MIN_POSITIVE, 3.25],
+        }
+    }
+
+    #[test]
+    fn a_state_comes_back_bit_for_bit() {
+        let back = RunState::from_bytes(&state().to_bytes()).unwrap();
+        assert_eq!(back, state());
+        assert_eq!(back.sim_time_s.to_bits(), (0.1f64 + 0.2).to_bits());
+    }
+
+    #[test]
+    fn unknown_sections_are_ignored_so_that_later_state_needs_no_new_format() {
+        let mut sections = Sections::from_bytes(&state().to_bytes()).unwrap();
+        sections.insert("strategy", vec![1, 2, 3]);
+        assert_eq!(RunState::from_bytes(&sections.to_bytes()).unwrap(), state());
+    }
+
+    #[test]
+    fn any_flipped_byte_is_detected() {
+        let bytes = state().to_bytes();
+        for i in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[i] ^= 0x01;
+            assert!(RunState::from_bytes(&damaged).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn truncation_and_other_versions_are_reported() {
+        let bytes = state().to_bytes();
+        let error = RunState::from_bytes(&bytes[..bytes.len() - 1]).unwrap_err();
+        assert!(error.to_string().contains("digest"), "{error}");
+        let mut other = bytes.clone();
+        other[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let error = RunState::from_bytes(&other).unwrap_err();
+        assert!(error.to_string().contains("version 2"), "{error}");
+        assert!(RunState::from_bytes(b"FEDSIM").is_err());
+    }
+}

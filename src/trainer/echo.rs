@@ -1,0 +1,98 @@
+//! A trainer whose clients answer at once: the tree alone, without burn.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{ClientFailure, ClientTrainer, InjectedFaults, Job, answer};
+use crate::network::{ClientId, Update};
+
+/// Clients that "train" by sending back the model they were sent, at once. The message-path
+/// benchmark times the tree with it, and the protocol tests run hundreds of federations with
+/// it in milliseconds. Faults are injected as in the real trainer, and answers come from a
+/// small thread pool, so they reach the groups in varying order, as real clients' do.
+pub struct EchoTrainer {
+    pool: rayon::ThreadPool,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// Every client's sample count, by id: the weight its update carries.
+    num_samples: Vec<usize>,
+    faults: InjectedFaults,
+    answers: Mutex<Vec<Answer>>,
+}
+
+/// One job the echo trainer answered, for tests that check what the tree did with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    /// The round.
+    pub round: u32,
+    /// The edge round within it.
+    pub edge_round: u32,
+    /// The client.
+    pub client: ClientId,
+    /// Whether the client answered with an update (rather than a failure).
+    pub updated: bool,
+}
+
+impl EchoTrainer {
+    /// Echoing clients with these sample counts (indexed by client id), failing as `faults`
+    /// say, answered by `threads` threads.
+    pub fn new(
+        num_samples: Vec<usize>,
+        faults: InjectedFaults,
+        threads: usize,
+    ) -> Result<Self, rayon::ThreadPoolBuildError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("fedsim-echo-{i}"))
+            .build()?;
+        let shared = Shared {
+            num_samples,
+            faults,
+            answers: Mutex::new(Vec::new()),
+        };
+        Ok(Self {
+            pool,
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// Every job answered so far, in the order they were answered.
+    pub fn answers(&self) -> Vec<Answer> {
+        self.shared
+            .answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl ClientTrainer for EchoTrainer {
+    fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>) {
+        let shared = self.shared.clone();
+        self.pool.spawn(move || {
+            let (round, edge_round, client) = (job.round, job.edge_round, job.client);
+            let result = answer(round, client, || {
+                shared.faults.strike(round, client)?;
+                Ok(Update {
+                    round,
+                    clients: vec![client],
+                    num_samples: shared.num_samples[client],
+                    train_loss: 0.0,
+                    params: job.model.to_vec(),
+                })
+            });
+            shared
+                .answers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Answer {
+                    round,
+                    edge_round,
+                    client,
+                    updated: result.is_ok(),
+                });
+            let _ = done.send(result);
+        });
+    }
+}

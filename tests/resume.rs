@@ -1,0 +1,203 @@
+//! A run survives being killed or stopped: `fedsim run --resume DIR` continues it from its
+//! checkpoint and ends with the same bytes as a run that never stopped.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{experiment, fedsim, metrics_without_timing, model_bytes, run_ok};
+use serde_json::Value;
+
+/// Long enough rounds (about a quarter of a second each) to stop one in the middle.
+const SETTINGS: &[&str] = &["federation.rounds=6", "client.epochs=4"];
+
+/// Far longer than a run of `SETTINGS` takes.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+fn start(out: &Path, extra: &[&str]) -> Child {
+    let mut args = vec![
+        "run".to_string(),
+        experiment("mnist-t1").to_str().unwrap().to_string(),
+        "--out".to_string(),
+        out.to_str().unwrap().to_string(),
+        "--quiet".to_string(),
+    ];
+    for set in SETTINGS.iter().chain(extra) {
+        args.extend(["--set".to_string(), set.to_string()]);
+    }
+    Command::new(env!("CARGO_BIN_EXE_fedsim"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the run has finished `rounds` rounds, then a little longer, so that it is in
+/// the middle of the next.
+fn wait_for_rounds(run: &mut Child, out: &Path, rounds: usize) {
+    let started = Instant::now();
+    loop {
+        let written = fs::read_to_string(out.join("metrics.jsonl")).unwrap_or_default();
+        if written.lines().count() >= rounds {
+            std::thread::sleep(Duration::from_millis(100));
+            return;
+        }
+        assert!(run.try_wait().unwrap().is_none(), "the run ended early");
+        assert!(started.elapsed() < PATIENCE, "no round {rounds} in time");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn wait(mut run: Child) -> (Option<i32>, String) {
+    let started = Instant::now();
+    while run.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < PATIENCE, "the run did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = run.wait().unwrap();
+    let stderr = std::io::read_to_string(run.stderr.take().unwrap()).unwrap();
+    (status.code(), stderr)
+}
+
+fn resume(out: &Path) -> Output {
+    fedsim(&["run", "--resume", out.to_str().unwrap(), "--quiet"])
+}
+
+fn summary_without_timing(run: &Path) -> Value {
+    let mut summary = common::summary(run);
+    summary.as_object_mut().unwrap().remove("wall_seconds");
+    summary
+}
+
+/// The run in `resumed` ended with the same bytes as `reference`, which never stopped.
+fn assert_same_results(resumed: &Path, reference: &Path) {
+    assert_eq!(
+        metrics_without_timing(resumed),
+        metrics_without_timing(reference)
+    );
+    assert_eq!(model_bytes(resumed), model_bytes(reference));
+    assert_eq!(
+        summary_without_timing(resumed),
+        summary_without_timing(reference)
+    );
+}
+
+fn uninterrupted(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
+    let reference = dir.join("reference");
+    let sets: Vec<&str> = SETTINGS.iter().chain(extra).copied().collect();
+    run_ok(&experiment("mnist-t1"), &reference, &sets);
+    reference
+}
+
+#[test]
+fn a_run_killed_in_the_middle_of_a_round_resumes_to_identical_results() {
+    let dir = tempfile::tempdir().unwrap();
+    // Checkpoints every second round, so the resumed run replays a round it had finished.
+    let extra = ["checkpoint.every=2"];
+    let killed = dir.path().join("killed");
+    let mut run = start(&killed, &extra);
+    wait_for_rounds(&mut run, &killed, 3);
+    run.kill().unwrap(); // SIGKILL: no chance to clean up.
+    run.wait().unwrap();
+    let finished = metrics_without_timing(&killed).len();
+    assert!((3..6).contains(&finished), "killed after {finished} rounds");
+    let output = resume(&killed);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    // From the last checkpoint, round 2 or 4, before the round the kill interrupted.
+    let from_checkpoint = ["after round 2 of 6", "after round 4 of 6"];
+    assert!(
+        from_checkpoint.iter().any(|s| stdout.contains(s)),
+        "{stdout}"
+    );
+    assert_same_results(&killed, &uninterrupted(dir.path(), &extra));
+}
+
+#[test]
+fn ctrl_c_and_sigterm_stop_promptly_with_a_resume_command_and_resume_to_identical_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = uninterrupted(dir.path(), &[]);
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        let stopped = dir.path().join(format!("stopped-{signal}"));
+        let mut run = start(&stopped, &[]);
+        wait_for_rounds(&mut run, &stopped, 2);
+        let sent = Instant::now();
+        let kill = Command::new("kill")
+            .args([format!("-{signal}"), run.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let (status, stderr) = wait(run);
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "{signal}: slow stop"
+        );
+        assert_eq!(status, Some(code), "{signal}: {stderr}");
+        let command = format!("fedsim run --resume {}", stopped.display());
+        assert!(stderr.contains(&command), "{signal}: {stderr}");
+        assert!(metrics_without_timing(&stopped).len() < 6, "{signal}");
+        let output = resume(&stopped);
+        assert!(output.status.success(), "{signal}: {output:?}");
+        assert_same_results(&stopped, &reference);
+    }
+}
+
+#[test]
+fn resuming_a_finished_run_has_nothing_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    run_ok(&experiment("mnist-t1"), &out, &["federation.rounds=2"]);
+    let before = fs::read(out.join("metrics.jsonl")).unwrap();
+    let output = resume(&out);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("nothing to do"), "{stdout}");
+    assert_eq!(fs::read(out.join("metrics.jsonl")).unwrap(), before);
+}
+
+#[test]
+fn resuming_a_run_whose_config_was_edited_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    run_ok(&experiment("mnist-t1"), &out, &["federation.rounds=1"]);
+    let path = out.join("config.json");
+    let mut config: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    config["federation"]["rounds"] = 3.into();
+    config["client"]["lr"] = 0.1.into();
+    fs::write(&path, config.to_string()).unwrap();
+    let output = resume(&out);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("client.lr is 0.1, was 0.05"), "{stderr}");
+    assert!(stderr.contains("federation.rounds is 3, was 1"), "{stderr}");
+}
+
+#[test]
+fn a_folder_without_a_run_cannot_be_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = resume(dir.path());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot resume"), "{stderr}");
+    assert!(stderr.contains("checkpoint.fedsim"), "{stderr}");
+}
+
+#[test]
+fn a_damaged_checkpoint_is_reported_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    run_ok(&experiment("mnist-t1"), &out, &["federation.rounds=1"]);
+    let path = out.join("checkpoint.fedsim");
+    let mut bytes = fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    fs::write(&path, bytes).unwrap();
+    let output = resume(&out);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("damaged"), "{stderr}");
+}
