@@ -166,23 +166,89 @@ fn bad_set_override_is_rejected() {
 }
 
 #[test]
-fn set_override_is_validated_like_the_file() {
+fn an_invalid_set_override_is_named_instead_of_the_file() {
     let output = fedsim(&[
         "partition",
         experiment("mnist-t1").to_str().unwrap(),
         "--set",
         "federation.clients_per_round=500",
     ]);
-    assert_bad_input(
+    let stderr = assert_bad_input(
         &output,
-        &["mnist-t1.json", "federation.clients_per_round", "is 500"],
+        &[
+            "invalid --set federation.clients_per_round=500",
+            "federation.clients_per_round",
+            "is 500",
+        ],
     );
+    assert!(!stderr.contains("mnist-t1.json"), "{stderr}");
 }
 
 #[test]
-fn missing_experiment_file_is_named() {
+fn a_misspelt_field_or_variant_gets_the_nearest_valid_name() {
+    for (set, suggestion) in [
+        ("client.epoch=2", "did you mean \"epochs\"?"),
+        ("model=mpl", "did you mean \"mlp\"?"),
+        ("partition.scheme=dirchlet", "did you mean \"dirichlet\"?"),
+    ] {
+        let output = fedsim(&[
+            "partition",
+            experiment("mnist-t1").to_str().unwrap(),
+            "--set",
+            set,
+        ]);
+        assert_bad_input(&output, &[suggestion]);
+    }
+}
+
+#[test]
+fn spaces_around_a_set_path_and_value_are_understood() {
+    let output = fedsim(&[
+        "partition",
+        experiment("mnist-t1").to_str().unwrap(),
+        "--set",
+        "federation.num_clients = 20",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 21);
+}
+
+#[test]
+fn an_unquoted_json_value_gets_a_hint_about_quotes_not_a_type_name() {
+    let output = fedsim(&[
+        "partition",
+        experiment("mnist-t1").to_str().unwrap(),
+        "--set",
+        "partition={scheme:dirichlet,alpha:0.5}",
+    ]);
+    let stderr = assert_bad_input(
+        &output,
+        &[r#"--set 'partition={"scheme":"dirichlet","alpha":0.5}'"#],
+    );
+    assert!(!stderr.contains("Raw"), "{stderr}");
+}
+
+#[test]
+fn paths_on_the_command_line_are_relative_to_the_current_folder() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_fedsim"))
+        .current_dir(root())
+        .args([
+            "partition",
+            "experiments/mnist-t1.json",
+            "--set",
+            "data.dir=datasets/mnist",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+}
+
+#[test]
+fn missing_experiment_file_is_named_with_the_folder_it_was_looked_for_in() {
     let output = fedsim(&["run", "no-such-experiment.json"]);
-    assert_bad_input(&output, &["no-such-experiment.json"]);
+    let folder = std::env::current_dir().unwrap();
+    let folder = format!("looked for in folder {}", folder.display());
+    assert_bad_input(&output, &["no-such-experiment.json", &folder]);
 }
 
 #[test]

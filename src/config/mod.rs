@@ -11,8 +11,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod hints;
+mod overrides;
 mod partition;
 mod topology;
+
+pub use overrides::Override;
 
 pub use partition::PartitionConfig;
 pub use topology::{
@@ -233,22 +237,31 @@ pub struct FieldError {
     pub path: String,
     /// What is wrong and what is accepted.
     pub message: String,
+    /// The `--set` that gave the field its value, if one did.
+    pub set_by: Option<String>,
 }
 
 /// Why an experiment file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file cannot be read.
-    #[error("cannot read experiment file {path}: {source}")]
+    #[error("cannot read experiment file {} (looked for in folder {}): {source}", path.display(), folder.display())]
     Io {
-        /// The experiment file.
+        /// The experiment file, as given.
         path: PathBuf,
+        /// The folder a relative path was looked up in.
+        folder: PathBuf,
         /// Why the operating system refused.
         source: std::io::Error,
     },
-    /// A `--set` argument is not `path.to.field=value`.
-    #[error("--set {0:?}: expected path.to.field=value")]
-    BadOverride(String),
+    /// A `--set` argument cannot be read or applied.
+    #[error("--set {text:?}: {reason}")]
+    BadOverride {
+        /// The argument.
+        text: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The file (after overrides) has problems with the listed fields.
     #[error("{}", Invalid { path, errors })]
     Invalid {
@@ -267,9 +280,18 @@ struct Invalid<'a> {
 
 impl fmt::Display for Invalid<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid experiment file {}:", self.path.display())?;
+        let first = self.errors.first().and_then(|e| e.set_by.as_deref());
+        let one_override =
+            first.filter(|&set| self.errors.iter().all(|e| e.set_by.as_deref() == Some(set)));
+        match one_override {
+            Some(set) => write!(f, "invalid --set {set}:")?,
+            None => write!(f, "invalid experiment file {}:", self.path.display())?,
+        }
         for error in self.errors {
             write!(f, "\n  {}: {}", error.path, error.message)?;
+            if let Some(set) = error.set_by.as_deref().filter(|_| one_override.is_none()) {
+                write!(f, " (from --set {set})")?;
+            }
         }
         Ok(())
     }
@@ -286,16 +308,36 @@ impl ExperimentConfig {
     /// (`5`, `true`, `{"scheme": "iid"}`) and as a string otherwise (`flex`). Relative paths are
     /// resolved against the file's folder.
     pub fn load(path: &Path, overrides: &[String]) -> Result<Self, ConfigError> {
+        let overrides = overrides
+            .iter()
+            .map(|text| Override::parse(text))
+            .collect::<Result<Vec<_>, _>>()?;
         let text = fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
+            folder: std::path::absolute(path)
+                .ok()
+                .and_then(|p| p.parent().map(Path::to_path_buf))
+                .unwrap_or_default(),
             source,
         })?;
         let mut value: Value = serde_json::from_str(&text)
             .map_err(|e| invalid(path, ".", format!("not valid JSON: {e}")))?;
-        for assignment in overrides {
-            apply_override(&mut value, assignment)?;
+        for assignment in &overrides {
+            assignment.apply(&mut value)?;
         }
-        Self::from_value(value, path)
+        Self::from_value(value, path).map_err(|error| match error {
+            ConfigError::Invalid { path, mut errors } => {
+                for error in &mut errors {
+                    error.set_by = overrides
+                        .iter()
+                        .rev()
+                        .find(|o| o.concerns(&error.path))
+                        .map(|o| o.text().to_string());
+                }
+                ConfigError::Invalid { path, errors }
+            }
+            other => other,
+        })
     }
 
     /// Parses, resolves and validates an experiment held as JSON, read from `path` (for
@@ -303,7 +345,7 @@ impl ExperimentConfig {
     pub fn from_value(value: Value, path: &Path) -> Result<Self, ConfigError> {
         let mut config: Self = serde_path_to_error::deserialize(value).map_err(|e| {
             let field = e.path().to_string();
-            invalid(path, &field, e.into_inner().to_string())
+            invalid(path, &field, hints::explain(&e.into_inner().to_string()))
         })?;
         let folder = path.parent().unwrap_or(Path::new("."));
         // Absolute, so the resolved config written to the run folder works from anywhere.
@@ -335,6 +377,7 @@ impl ExperimentConfig {
                 errors.push(FieldError {
                     path: path.to_string(),
                     message,
+                    set_by: None,
                 });
             }
         };
@@ -518,58 +561,7 @@ fn invalid(path: &Path, field: &str, message: String) -> ConfigError {
         errors: vec![FieldError {
             path: field.to_string(),
             message,
+            set_by: None,
         }],
-    }
-}
-
-/// Sets `path.to.field` in a JSON document, creating missing objects along the way.
-fn apply_override(document: &mut Value, assignment: &str) -> Result<(), ConfigError> {
-    let bad = || ConfigError::BadOverride(assignment.to_string());
-    let (path, raw) = assignment.split_once('=').ok_or_else(bad)?;
-    let keys: Vec<&str> = path.split('.').collect();
-    if keys.iter().any(|k| k.is_empty()) {
-        return Err(bad());
-    }
-    let value = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
-    let mut node = document;
-    for key in &keys[..keys.len() - 1] {
-        let Value::Object(map) = node else {
-            return Err(bad());
-        };
-        node = map
-            .entry(key.to_string())
-            .or_insert_with(|| Value::Object(Default::default()));
-    }
-    let Value::Object(map) = node else {
-        return Err(bad());
-    };
-    map.insert(keys[keys.len() - 1].to_string(), value);
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn override_sets_nested_fields_and_parses_json_values() {
-        let mut doc = json!({"client": {"lr": 0.1}});
-        apply_override(&mut doc, "client.lr=0.5").unwrap();
-        apply_override(&mut doc, "eval.every=3").unwrap();
-        apply_override(&mut doc, "backend=ndarray").unwrap();
-        assert_eq!(
-            doc,
-            json!({"client": {"lr": 0.5}, "eval": {"every": 3}, "backend": "ndarray"})
-        );
-    }
-
-    #[test]
-    fn override_without_equals_is_rejected() {
-        let mut doc = json!({});
-        assert!(matches!(
-            apply_override(&mut doc, "client.lr"),
-            Err(ConfigError::BadOverride(_))
-        ));
     }
 }
