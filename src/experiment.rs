@@ -9,11 +9,15 @@ use crate::Error;
 use crate::checkpoint::RunState;
 use crate::config::{DatasetKind, ExperimentConfig, PartitionConfig};
 use crate::data::partition::{Partition, PartitionError};
-use crate::data::{Dataset, mnist};
+use crate::data::{DataFile, Dataset, mnist};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
+use crate::report::manifest::Resume;
 use crate::report::run_folder::FolderError;
-use crate::report::{Progress, RoundRecord, RunFolder, Summary};
+use crate::report::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
+
+/// The run folder's manifest file.
+const MANIFEST: &str = "manifest.json";
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
 use crate::strategy;
@@ -26,6 +30,8 @@ pub struct Experiment {
     train: Arc<Dataset>,
     test: Arc<Dataset>,
     partition: Arc<Partition>,
+    /// The data files read, for the manifest.
+    files: Vec<DataFile>,
 }
 
 /// What a finished run returns besides its files.
@@ -51,6 +57,7 @@ impl Experiment {
             train: Arc::new(data.train),
             test: Arc::new(data.test),
             partition: Arc::new(partition),
+            files: data.files,
         })
     }
 
@@ -86,13 +93,23 @@ impl Experiment {
         folder.write_json("config.json", config)?;
         let partition = self.partition.to_json();
         folder.write_atomically("partition.json", partition.as_bytes())?;
+        let partition_sha256 = sha256_hex(partition.as_bytes());
+        let manifest = Manifest {
+            environment: Environment::current(),
+            backend: config.backend.name().to_string(),
+            data_files: self.files.clone(),
+            partition_sha256: partition_sha256.clone(),
+            command_line: std::env::args().collect(),
+            resumed: Vec::new(),
+        };
+        folder.write_json(MANIFEST, &manifest)?;
         let model = initial_params(
             &self.layout(),
             &mut stream(config.seed, Purpose::ModelInit, 0, 0),
         );
         let start = RunState {
             config: serde_json::to_value(config).expect("a config always serialises"),
-            partition_sha256: sha256_hex(partition.as_bytes()),
+            partition_sha256,
             round: 0,
             sim_time_s: 0.0,
             model,
@@ -255,6 +272,7 @@ pub struct Resumable {
     folder: RunFolder,
     state: RunState,
     records: Vec<RoundRecord>,
+    manifest: Manifest,
 }
 
 impl Resumable {
@@ -267,10 +285,8 @@ impl Resumable {
             reason,
         };
         let config_path = dir.join("config.json");
-        let written: serde_json::Value = fs::read_to_string(&config_path)
-            .map_err(|e| e.to_string())
-            .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
-            .map_err(|e| not_resumable(format!("cannot read config.json: {e}")))?;
+        let written: serde_json::Value = read_json(dir, "config.json").map_err(not_resumable)?;
+        let manifest: Manifest = read_json(dir, MANIFEST).map_err(not_resumable)?;
         let edits = differences(&state.config, &written, "");
         if !edits.is_empty() {
             return Err(not_resumable(format!(
@@ -296,6 +312,7 @@ impl Resumable {
             folder,
             state,
             records,
+            manifest,
         })
     }
 
@@ -323,6 +340,12 @@ impl Resumable {
         if self.is_finished() {
             return Ok(None);
         }
+        self.manifest.resumed.push(Resume {
+            after_round: self.state.round,
+            environment: Environment::current(),
+            command_line: std::env::args().collect(),
+        });
+        self.folder.write_json(MANIFEST, &self.manifest)?;
         let experiment = &self.experiment;
         experiment
             .play(&mut self.folder, progress, stop, self.state, self.records)
@@ -371,6 +394,14 @@ fn differences(before: &serde_json::Value, now: &serde_json::Value, path: &str) 
         (a, b) if a == b => Vec::new(),
         (a, b) => vec![format!("{path} is {b}, was {a}")],
     }
+}
+
+/// Reads the JSON file `name` in `dir`.
+fn read_json<T: serde::de::DeserializeOwned>(dir: &Path, name: &str) -> Result<T, String> {
+    fs::read_to_string(dir.join(name))
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+        .map_err(|e| format!("cannot read {name}: {e}"))
 }
 
 /// SHA-256 of `bytes`, in hex.

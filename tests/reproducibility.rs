@@ -102,3 +102,38 @@ fn a_runs_resolved_config_reruns_it_from_any_folder() {
     );
     assert_eq!(model_bytes(&again), model_bytes(&first));
 }
+
+#[test]
+fn two_runs_of_one_command_have_the_same_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|folder| {
+            // The same command line, from two folders.
+            let cwd = dir.path().join(folder);
+            std::fs::create_dir(&cwd).unwrap();
+            let output = std::process::Command::new(env!("CARGO_BIN_EXE_fedsim"))
+                .current_dir(&cwd)
+                .args(["run", experiment("mnist-t1").to_str().unwrap()])
+                .args(["--out", "run", "--quiet", "--set", "federation.rounds=1"])
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{output:?}");
+            std::fs::read_to_string(cwd.join("run/manifest.json")).unwrap()
+        })
+        .collect();
+    assert_eq!(manifests[0], manifests[1]);
+    let manifest: serde_json::Value = serde_json::from_str(&manifests[0]).unwrap();
+    assert_eq!(manifest["backend"], "flex");
+    assert_eq!(manifest["data_files"].as_array().unwrap().len(), 4);
+    assert_eq!(manifest["command_line"][1], "run");
+    let features = manifest["environment"]["cpu_features"].as_array().unwrap();
+    assert!(!features.is_empty() || !cfg!(target_arch = "x86_64"));
+    let digest = |name: &str| {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(
+            std::fs::read(dir.path().join("a/run").join(name)).unwrap(),
+        ))
+    };
+    assert_eq!(manifest["partition_sha256"], digest("partition.json"));
+}

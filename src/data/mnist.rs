@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::idx::{IdxArray, parse_idx_file, read_maybe_gzipped};
-use super::{DataError, Dataset, Normalization, TrainTest};
+use super::{DataError, DataFile, Dataset, Normalization, TrainTest};
 
 /// Mean and standard deviation of MNIST's training pixels scaled to `[0, 1]`, for
 /// [`Normalization::Standard`].
@@ -20,14 +20,18 @@ const NUM_CLASSES: usize = 10;
 /// Loads MNIST's train and test splits from `dir`, pixels scaled as `normalization` says.
 pub fn load(dir: &Path, normalization: Normalization) -> Result<TrainTest, DataError> {
     let checksums = read_checksums(dir)?;
-    let reader = Reader {
+    let mut reader = Reader {
         dir,
         checksums,
         normalization,
+        files: Vec::new(),
     };
+    let train = reader.split("train-images-idx3-ubyte", "train-labels-idx1-ubyte")?;
+    let test = reader.split("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")?;
     Ok(TrainTest {
-        train: reader.split("train-images-idx3-ubyte", "train-labels-idx1-ubyte")?,
-        test: reader.split("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")?,
+        train,
+        test,
+        files: reader.files,
     })
 }
 
@@ -36,10 +40,12 @@ struct Reader<'a> {
     /// File name (without `.gz`) to expected SHA-256 of its uncompressed bytes.
     checksums: HashMap<String, String>,
     normalization: Normalization,
+    /// The files read so far.
+    files: Vec<DataFile>,
 }
 
 impl Reader<'_> {
-    fn split(&self, images_name: &str, labels_name: &str) -> Result<Dataset, DataError> {
+    fn split(&mut self, images_name: &str, labels_name: &str) -> Result<Dataset, DataError> {
         let (images_path, images) = self.read(images_name)?;
         let (labels_path, labels) = self.read(labels_name)?;
         if images.dims != [images.dims[0], SIDE, SIDE] {
@@ -86,22 +92,26 @@ impl Reader<'_> {
     }
 
     /// Reads `name.gz` if present, else `name`, and checks it against `SHA256SUMS`.
-    fn read(&self, name: &str) -> Result<(PathBuf, IdxArray), DataError> {
+    fn read(&mut self, name: &str) -> Result<(PathBuf, IdxArray), DataError> {
         let gz = self.dir.join(format!("{name}.gz"));
         let path = if gz.exists() { gz } else { self.dir.join(name) };
         let bytes = read_maybe_gzipped(&path)?;
-        if let Some(expected) = self.checksums.get(name) {
-            let actual = hex::encode(Sha256::digest(&bytes));
-            if &actual != expected {
-                return Err(DataError::Corrupt {
-                    path,
-                    reason: format!(
-                        "does not match SHA256SUMS: its content hashes to {actual}, expected {expected}"
-                    ),
-                });
-            }
+        let actual = hex::encode(Sha256::digest(&bytes));
+        if let Some(expected) = self.checksums.get(name)
+            && &actual != expected
+        {
+            return Err(DataError::Corrupt {
+                path,
+                reason: format!(
+                    "does not match SHA256SUMS: its content hashes to {actual}, expected {expected}"
+                ),
+            });
         }
         let array = parse_idx_file(&path, &bytes)?;
+        self.files.push(DataFile {
+            path: path.clone(),
+            sha256: actual,
+        });
         Ok((path, array))
     }
 }

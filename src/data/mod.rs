@@ -141,4 +141,15 @@ pub struct TrainTest {
     pub train: Dataset,
     /// Held by the server to evaluate the global model.
     pub test: Dataset,
+    /// The files they were read from, with their digests.
+    pub files: Vec<DataFile>,
+}
+
+/// A data file a run read, for the run's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DataFile {
+    /// Its path.
+    pub path: std::path::PathBuf,
+    /// SHA-256 of its content, uncompressed if it was gzipped, in hex.
+    pub sha256: String,
 }

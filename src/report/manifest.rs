@@ -1,0 +1,110 @@
+//! `manifest.json`: what is needed to tell whether two runs should give the same bytes.
+//!
+//! A run is a pure function of its config, for one build of fedsim on one kind of CPU: burn's
+//! CPU kernels choose their vector width from the CPU's features at run time, and a different
+//! width sums in a different order, which changes the low bits. So the manifest records the
+//! build (version, git commit, target), the CPU features those kernels look at, the backend,
+//! the digests of the data files and of the partition, and the command line.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::DataFile;
+
+/// The build of fedsim and the machine a run (or a part of it) ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Environment {
+    /// fedsim's version.
+    pub fedsim_version: String,
+    /// The git commit fedsim was built from (with `-modified` if tracked files had changes),
+    /// when it was built from a checkout.
+    pub git_commit: Option<String>,
+    /// The target triple it was built for.
+    pub target: String,
+    /// The CPU features that decide which vector kernels run, as detected at run time.
+    pub cpu_features: Vec<CpuFeature>,
+}
+
+/// Whether the CPU has one feature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuFeature {
+    /// The feature's name, as `std::arch` spells it.
+    pub name: String,
+    /// Whether the CPU running fedsim has it.
+    pub present: bool,
+}
+
+impl Environment {
+    /// This build, on this machine.
+    pub fn current() -> Self {
+        let commit = env!("FEDSIM_GIT_COMMIT");
+        Self {
+            fedsim_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: (!commit.is_empty()).then(|| commit.to_string()),
+            target: env!("FEDSIM_TARGET").to_string(),
+            cpu_features: cpu_features(),
+        }
+    }
+}
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+fn cpu_features() -> Vec<CpuFeature> {
+    use std::arch::is_x86_feature_detected as has;
+    let features = [
+        ("sse4.2", has!("sse4.2")),
+        ("avx", has!("avx")),
+        ("avx2", has!("avx2")),
+        ("fma", has!("fma")),
+        ("avx512f", has!("avx512f")),
+    ];
+    named(&features)
+}
+
+#[cfg(target_arch = "aarch64")]
+fn cpu_features() -> Vec<CpuFeature> {
+    use std::arch::is_aarch64_feature_detected as has;
+    named(&[("neon", has!("neon")), ("sve", has!("sve"))])
+}
+
+#[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
+fn cpu_features() -> Vec<CpuFeature> {
+    named(&[])
+}
+
+fn named(features: &[(&str, bool)]) -> Vec<CpuFeature> {
+    features
+        .iter()
+        .map(|&(name, present)| CpuFeature {
+            name: name.to_string(),
+            present,
+        })
+        .collect()
+}
+
+/// The contents of `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Where the run started.
+    pub environment: Environment,
+    /// The burn backend that trained.
+    pub backend: String,
+    /// The data files read, with the SHA-256 of their contents.
+    pub data_files: Vec<DataFile>,
+    /// SHA-256 of `partition.json`.
+    pub partition_sha256: String,
+    /// The command line, program name first.
+    pub command_line: Vec<String>,
+    /// Each time the run was continued with `--resume`: after which round, where, and how.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed: Vec<Resume>,
+}
+
+/// One continuation of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resume {
+    /// The last round played before it.
+    pub after_round: u32,
+    /// The build and machine it ran on.
+    pub environment: Environment,
+    /// Its command line.
+    pub command_line: Vec<String>,
+}
