@@ -160,7 +160,7 @@ impl Partition {
     }
 
     /// Reads a partition file and checks it against the experiment: one entry per client,
-    /// no client without samples, every index inside the training set.
+    /// no client without samples, every index inside the training set and owned once.
     pub fn load(path: &Path, num_clients: usize, num_samples: usize) -> Result<Self, DataError> {
         let corrupt = |reason: String| DataError::Corrupt {
             path: path.to_path_buf(),
@@ -181,14 +181,23 @@ impl Partition {
                 partition.num_clients()
             )));
         }
+        let mut owner: Vec<Option<usize>> = vec![None; num_samples];
         for (cid, indices) in partition.clients.iter().enumerate() {
             if indices.is_empty() {
                 return Err(corrupt(format!("gives client {cid} no samples")));
             }
-            if let Some(bad) = indices.iter().find(|&&i| i >= num_samples) {
-                return Err(corrupt(format!(
-                    "gives client {cid} sample {bad}, but the training set has {num_samples}"
-                )));
+            for &index in indices {
+                let slot = owner.get_mut(index).ok_or_else(|| {
+                    corrupt(format!(
+                        "gives client {cid} sample {index}, but the training set has {num_samples}"
+                    ))
+                })?;
+                if let Some(first) = slot.replace(cid) {
+                    return Err(corrupt(format!(
+                        "gives sample {index} to client {first} and again to client {cid}; \
+                         a sample belongs to one client"
+                    )));
+                }
             }
         }
         Ok(partition)
@@ -217,6 +226,7 @@ fn indices_by_class(labels: &[u8], num_classes: usize) -> Vec<Vec<usize>> {
 mod tests {
     use super::*;
     use crate::seed::{Purpose, stream};
+    use proptest::prelude::*;
 
     fn rng() -> ChaCha12Rng {
         stream(1, Purpose::Partition, 0, 0)
@@ -299,5 +309,94 @@ mod tests {
         let partition = Partition::iid(50, 5, &mut rng());
         fs::write(&path, partition.to_json()).unwrap();
         assert_eq!(Partition::load(&path, 5, 50).unwrap(), partition);
+    }
+
+    /// Whether each sample index appears at most once in `partition`, all below `n`.
+    fn each_index_at_most_once(partition: &Partition, n: usize) -> bool {
+        let mut seen = vec![false; n];
+        partition
+            .clients
+            .iter()
+            .flatten()
+            .all(|&i| i < n && !std::mem::replace(&mut seen[i], true))
+    }
+
+    /// Labels of `n` samples over `classes` classes, unevenly spread.
+    fn any_labels() -> impl Strategy<Value = (Vec<u8>, usize)> {
+        (2usize..12).prop_flat_map(|classes| {
+            let labels = proptest::collection::vec(0..classes as u8, 1..600);
+            (labels, Just(classes))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn iid_gives_every_sample_to_one_client_and_no_client_nothing(
+            n in 1usize..3000, clients in 1usize..200, seed in any::<u64>()
+        ) {
+            prop_assume!(clients <= n);
+            let draw = || Partition::iid(n, clients, &mut stream(seed, Purpose::Partition, 0, 0));
+            let partition = draw();
+            prop_assert_eq!(partition.num_clients(), clients);
+            prop_assert!(partition.clients.iter().all(|c| !c.is_empty()));
+            assert_covers_each_index_once(&partition, n);
+            prop_assert_eq!(draw(), partition);
+        }
+
+        #[test]
+        fn dirichlet_gives_each_sample_to_at_most_one_client_and_keeps_min_size(
+            (labels, classes) in any_labels(),
+            clients in 1usize..20,
+            alpha in 0.05f64..50.0,
+            min_size in 1usize..10,
+            seed in any::<u64>(),
+        ) {
+            let draw = || Partition::dirichlet(
+                &labels, classes, clients, alpha, min_size,
+                &mut stream(seed, Purpose::Partition, 0, 0),
+            );
+            if let Ok(partition) = draw() {
+                prop_assert_eq!(partition.num_clients(), clients);
+                prop_assert!(each_index_at_most_once(&partition, labels.len()));
+                prop_assert!(partition.clients.iter().all(|c| c.len() >= min_size));
+                prop_assert_eq!(draw().unwrap(), partition);
+            }
+        }
+
+        #[test]
+        fn shards_give_each_sample_to_at_most_one_client_and_no_client_nothing(
+            (labels, _) in any_labels(),
+            clients in 1usize..30,
+            per_client in 1usize..4,
+            seed in any::<u64>(),
+        ) {
+            let num_shards = clients * per_client;
+            let draw = || Partition::shards(
+                &labels, clients, num_shards, &mut stream(seed, Purpose::Partition, 0, 0),
+            );
+            match draw() {
+                Ok(partition) => {
+                    prop_assert_eq!(partition.num_clients(), clients);
+                    prop_assert!(each_index_at_most_once(&partition, labels.len()));
+                    prop_assert!(partition.clients.iter().all(|c| !c.is_empty()));
+                    prop_assert_eq!(draw().unwrap(), partition);
+                }
+                Err(_) => prop_assert!(num_shards > labels.len()),
+            }
+        }
+    }
+
+    #[test]
+    fn load_rejects_a_sample_given_to_two_clients() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        std::fs::write(&path, r#"{"clients": [[0, 1], [2, 1]]}"#).unwrap();
+        let error = Partition::load(&path, 2, 3).unwrap_err().to_string();
+        assert!(
+            error.contains("gives sample 1 to client 0 and again to client 1"),
+            "{error}"
+        );
     }
 }
