@@ -104,38 +104,55 @@ impl TopologyConfig {
             ));
         }
         if let Some(groups) = assignment {
-            let mut seen = vec![0usize; num_clients];
-            let out_of_range = groups.iter().flatten().find(|&&c| c >= num_clients);
-            groups
-                .iter()
-                .flatten()
-                .filter(|&&c| c < num_clients)
-                .for_each(|&c| seen[c] += 1);
-            let message = if groups.len() != *schedulers {
-                Some(format!(
-                    "lists {} groups for {schedulers} schedulers",
-                    groups.len()
-                ))
-            } else if let Some(client) = out_of_range {
-                Some(format!(
-                    "names client {client}, but there are {num_clients}"
-                ))
-            } else if let Some(client) = seen.iter().position(|&n| n != 1) {
-                Some(format!(
-                    "must name every client exactly once; client {client} appears {} times",
-                    seen[client]
-                ))
-            } else if groups.iter().any(Vec::is_empty) {
-                Some("gives a scheduler no clients".to_string())
-            } else {
-                None
-            };
-            if let Some(message) = message {
+            if let Some(message) = assignment_problem(groups, *schedulers, num_clients) {
                 problems.push(("topology.assignment".to_string(), message));
             }
         }
         problems
     }
+}
+
+/// What is wrong with an explicit assignment of clients to schedulers, if anything. Works in
+/// the size of the assignment, not of `num_clients`, which an experiment file may set to
+/// anything.
+fn assignment_problem(
+    groups: &[Vec<ClientId>],
+    schedulers: usize,
+    num_clients: usize,
+) -> Option<String> {
+    if groups.len() != schedulers {
+        return Some(format!(
+            "lists {} groups for {schedulers} schedulers",
+            groups.len()
+        ));
+    }
+    if let Some(client) = groups.iter().flatten().find(|&&c| c >= num_clients) {
+        return Some(format!(
+            "names client {client}, but there are {num_clients}"
+        ));
+    }
+    let mut listed: Vec<ClientId> = groups.iter().flatten().copied().collect();
+    listed.sort_unstable();
+    if let Some(pair) = listed.windows(2).find(|pair| pair[0] == pair[1]) {
+        let times = listed.iter().filter(|&&c| c == pair[0]).count();
+        return Some(format!(
+            "must name every client exactly once; client {} appears {times} times",
+            pair[0]
+        ));
+    }
+    if listed.len() < num_clients {
+        let missing = (0..)
+            .zip(&listed)
+            .find(|(i, c)| i != *c)
+            .map_or(listed.len(), |(i, _)| i);
+        return Some(format!(
+            "must name every client exactly once; client {missing} appears 0 times"
+        ));
+    }
+    groups
+        .iter()
+        .any(Vec::is_empty)
+        .then(|| "gives a scheduler no clients".to_string())
 }
 
 /// The simulated network and compute speeds that drive the virtual clock. Everything defaults

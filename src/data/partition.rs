@@ -162,41 +162,43 @@ impl Partition {
     /// Reads a partition file and checks it against the experiment: one entry per client,
     /// no client without samples, every index inside the training set and owned once.
     pub fn load(path: &Path, num_clients: usize, num_samples: usize) -> Result<Self, DataError> {
-        let corrupt = |reason: String| DataError::Corrupt {
-            path: path.to_path_buf(),
-            reason,
-        };
         let text = fs::read_to_string(path).map_err(|source| DataError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let partition: Self = serde_json::from_str(&text).map_err(|e| {
-            corrupt(format!(
-                "is not a partition file ({{\"clients\": [[…], …]}}): {e}"
-            ))
-        })?;
+        Self::from_json(&text, num_clients, num_samples).map_err(|reason| DataError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        })
+    }
+
+    /// Parses a partition file's text and checks it as [`Partition::load`] does; the error
+    /// says what is wrong.
+    pub fn from_json(text: &str, num_clients: usize, num_samples: usize) -> Result<Self, String> {
+        let partition: Self = serde_json::from_str(text)
+            .map_err(|e| format!("is not a partition file ({{\"clients\": [[…], …]}}): {e}"))?;
         if partition.num_clients() != num_clients {
-            return Err(corrupt(format!(
+            return Err(format!(
                 "lists {} clients, but federation.num_clients is {num_clients}",
                 partition.num_clients()
-            )));
+            ));
         }
         let mut owner: Vec<Option<usize>> = vec![None; num_samples];
         for (cid, indices) in partition.clients.iter().enumerate() {
             if indices.is_empty() {
-                return Err(corrupt(format!("gives client {cid} no samples")));
+                return Err(format!("gives client {cid} no samples"));
             }
             for &index in indices {
                 let slot = owner.get_mut(index).ok_or_else(|| {
-                    corrupt(format!(
+                    format!(
                         "gives client {cid} sample {index}, but the training set has {num_samples}"
-                    ))
+                    )
                 })?;
                 if let Some(first) = slot.replace(cid) {
-                    return Err(corrupt(format!(
+                    return Err(format!(
                         "gives sample {index} to client {first} and again to client {cid}; \
                          a sample belongs to one client"
-                    )));
+                    ));
                 }
             }
         }
