@@ -103,10 +103,11 @@ impl TopologyConfig {
                 "must be at least 1".to_string(),
             ));
         }
-        if let Some(groups) = assignment {
-            if let Some(message) = assignment_problem(groups, *schedulers, num_clients) {
-                problems.push(("topology.assignment".to_string(), message));
-            }
+        if let Some(message) = assignment
+            .as_ref()
+            .and_then(|groups| assignment_problem(groups, *schedulers, num_clients))
+        {
+            problems.push(("topology.assignment".to_string(), message));
         }
         problems
     }
