@@ -13,16 +13,16 @@ use crate::data::{DataFile, Dataset, mnist};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
 use crate::report::manifest::Resume;
-use crate::report::run_folder::FolderError;
+use crate::report::run_folder::{FolderError, Saved};
 use crate::report::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
-
-/// The run folder's manifest file.
-const MANIFEST: &str = "manifest.json";
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
 use crate::strategy;
 use crate::topology::{self, Evaluator, FederationError, GroupSetup, Plan, ServerSetup, Start};
 use crate::trainer::{InjectedFaults, Trainer, TrainerSetup};
+
+/// The run folder's manifest file.
+const MANIFEST: &str = "manifest.json";
 
 /// An experiment with its data loaded and partitioned, ready to run.
 pub struct Experiment {
@@ -99,7 +99,7 @@ impl Experiment {
             backend: config.backend.name().to_string(),
             data_files: self.files.clone(),
             partition_sha256: partition_sha256.clone(),
-            command_line: std::env::args().collect(),
+            command_line: command_line(),
             resumed: Vec::new(),
         };
         folder.write_json(MANIFEST, &manifest)?;
@@ -152,14 +152,19 @@ impl Experiment {
             }
             Ok::<_, Error>(())
         })?;
-        state.advance(pending);
         if let Err(error) = federation {
+            // A checkpoint at the last round says the folder is complete: without the summary
+            // it is not, and a resumed run plays the last round again.
+            if pending.as_ref().is_some_and(|(round, ..)| *round < rounds) {
+                state.advance(pending);
+            }
             folder.checkpoint(&state)?;
             return Err(match error {
                 FederationError::Stopped => Error::Stopped { round: state.round },
                 other => other.into(),
             });
         }
+        state.advance(pending);
         let result = self.finish(folder, state.model.clone(), records)?;
         folder.checkpoint(&state)?;
         Ok(result)
@@ -269,24 +274,21 @@ impl Experiment {
 /// A run folder to continue, with its experiment prepared and the rounds it has played.
 pub struct Resumable {
     experiment: Experiment,
-    folder: RunFolder,
-    state: RunState,
-    records: Vec<RoundRecord>,
+    saved: Saved,
     manifest: Manifest,
 }
 
 impl Resumable {
-    /// Opens the run in `dir`. It must hold a checkpoint, its `config.json` must be the config
-    /// the run started with, and the data must split into the same partition.
+    /// Opens the run in `dir` without changing it. It must hold a checkpoint that fits its
+    /// experiment, its `config.json` must be the config the run started with, and the data
+    /// files must be the ones it read, so that they split into the same partition.
     pub fn open(dir: &Path) -> Result<Self, Error> {
-        let (folder, state, records) = RunFolder::reopen(dir)?;
-        let not_resumable = |reason: String| FolderError::NotResumable {
-            path: dir.to_path_buf(),
-            reason,
-        };
+        let saved = Saved::read(dir)?;
+        let not_resumable = |reason: String| FolderError::not_resumable(dir, reason);
         let config_path = dir.join("config.json");
         let written: serde_json::Value = read_json(dir, "config.json").map_err(not_resumable)?;
         let manifest: Manifest = read_json(dir, MANIFEST).map_err(not_resumable)?;
+        let state = &saved.state;
         let edits = differences(&state.config, &written, "");
         if !edits.is_empty() {
             return Err(not_resumable(format!(
@@ -297,21 +299,41 @@ impl Resumable {
             .into());
         }
         let config = ExperimentConfig::from_value(state.config.clone(), &config_path)?;
+        let rounds = config.federation.rounds;
+        if state.round > rounds {
+            return Err(not_resumable(format!(
+                "its checkpoint is at round {}, past the run's {rounds} rounds",
+                state.round
+            ))
+            .into());
+        }
         let experiment = Experiment::prepare(config)?;
+        let digests =
+            |files: &[DataFile]| files.iter().map(|f| f.sha256.clone()).collect::<Vec<_>>();
+        if digests(&experiment.files) != digests(&manifest.data_files) {
+            return Err(not_resumable(
+                "the data files differ from the ones the run read (see manifest.json)".to_string(),
+            )
+            .into());
+        }
         let partition = sha256_hex(experiment.partition.to_json().as_bytes());
         if partition != state.partition_sha256 {
             return Err(not_resumable(
-                "the data now splits into another partition than the run started with \
-                 (were the data files replaced?)"
-                    .to_string(),
+                "the data now splits into another partition than the run started with".to_string(),
             )
+            .into());
+        }
+        let params = experiment.layout().len();
+        if state.model.len() != params {
+            return Err(not_resumable(format!(
+                "its checkpoint holds {} parameters; the model has {params}",
+                state.model.len()
+            ))
             .into());
         }
         Ok(Self {
             experiment,
-            folder,
-            state,
-            records,
+            saved,
             manifest,
         })
     }
@@ -323,12 +345,12 @@ impl Resumable {
 
     /// Rounds already played.
     pub fn rounds_done(&self) -> u32 {
-        self.state.round
+        self.saved.state.round
     }
 
     /// Whether the run had played all its rounds (and written all its files) already.
     pub fn is_finished(&self) -> bool {
-        self.state.round == self.experiment.config.federation.rounds
+        self.saved.state.round == self.experiment.config.federation.rounds
     }
 
     /// Plays the remaining rounds; a finished run is left as it is (`None`).
@@ -340,17 +362,26 @@ impl Resumable {
         if self.is_finished() {
             return Ok(None);
         }
+        let mut folder = self.saved.reopen()?;
         self.manifest.resumed.push(Resume {
-            after_round: self.state.round,
+            after_round: self.saved.state.round,
             environment: Environment::current(),
-            command_line: std::env::args().collect(),
+            data_files: self.experiment.files.clone(),
+            command_line: command_line(),
         });
-        self.folder.write_json(MANIFEST, &self.manifest)?;
-        let experiment = &self.experiment;
-        experiment
-            .play(&mut self.folder, progress, stop, self.state, self.records)
+        folder.write_json(MANIFEST, &self.manifest)?;
+        let Saved { state, records, .. } = self.saved;
+        self.experiment
+            .play(&mut folder, progress, stop, state, records)
             .map(Some)
     }
+}
+
+/// This process's command line, program name first.
+fn command_line() -> Vec<String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
 }
 
 impl RunState {

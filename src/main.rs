@@ -83,12 +83,16 @@ fn load(
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let stop = StopSignal::new();
-    let signal = watch_signals(&stop);
+    let mut signal = None;
     let outcome = match cli.command {
-        Command::Run(args) => match &args.resume {
-            Some(dir) => resume(dir, args.quiet, &stop),
-            None => run(&args, &stop),
-        },
+        Command::Run(args) => {
+            // Only a run has work worth stopping cleanly; other commands end as signals say.
+            signal = Some(watch_signals(&stop));
+            match &args.resume {
+                Some(dir) => resume(dir, args.quiet, &stop),
+                None => run(&args, &stop),
+            }
+        }
         Command::Partition { experiment } => partition(&experiment),
     };
     match outcome {
@@ -99,7 +103,8 @@ fn main() -> ExitCode {
                 dir.display()
             );
             // As shells report a process ended by a signal: 128 + its number.
-            let code = 128 + signal.load(Ordering::SeqCst);
+            let received = signal.map_or(0, |s| s.load(Ordering::SeqCst));
+            let code = 128 + received;
             ExitCode::from(u8::try_from(code).unwrap_or(1))
         }
         Err((error, _)) => {

@@ -20,7 +20,7 @@ use fedsim::strategy::{FedAvg, Strategy as Aggregation};
 use fedsim::topology::client_group::drops_out;
 use fedsim::topology::server::sample;
 use fedsim::topology::{self, FederationError, GroupSetup, Plan, ServerSetup, Start};
-use fedsim::trainer::{Answer, EchoTrainer, InjectedFaults};
+use fedsim::trainer::{Answer, ClientFailure, ClientTrainer, EchoTrainer, InjectedFaults, Job};
 use proptest::prelude::*;
 
 /// How long a case may take before it counts as hung: each takes milliseconds.
@@ -48,6 +48,9 @@ struct Case {
     /// (round, scheduler) pairs in which a scheduler's thread panics.
     scheduler_panics: Vec<(u32, usize)>,
     policy: FailurePolicy,
+    /// The (round, client) whose job makes the trainer request a stop, as Ctrl-C would while
+    /// that client trains.
+    stop_at: Option<(u32, ClientId)>,
 }
 
 impl Case {
@@ -66,6 +69,7 @@ impl Case {
             client_faults: Vec::new(),
             scheduler_panics: Vec::new(),
             policy: FailurePolicy::Abort,
+            stop_at: None,
         }
     }
 
@@ -150,6 +154,12 @@ impl Case {
     fn expected_end(&self) -> Result<(), Expected> {
         for round in 1..=self.rounds {
             let sampled = self.sampled(round);
+            if self
+                .stop_at
+                .is_some_and(|(r, c)| r == round && sampled.contains(&c))
+            {
+                return Err(Expected::Stopped { round });
+            }
             let parts = self.parts();
             let panicking = self.scheduler_panics.iter().filter(|&&(r, _)| r == round);
             let busy_panicking = panicking
@@ -169,7 +179,7 @@ impl Case {
         Ok(())
     }
 
-    fn plan(&self, strategy: Box<dyn Aggregation>) -> Plan {
+    fn plan(&self, strategy: Box<dyn Aggregation>, stop: StopSignal) -> Plan {
         let groups = GroupSetup::for_parts(
             self.parts(),
             &self.num_samples(),
@@ -206,7 +216,7 @@ impl Case {
             },
             groups,
             scheduler_panics,
-            stop: StopSignal::new(),
+            stop,
         }
     }
 }
@@ -215,6 +225,34 @@ impl Case {
 enum Expected {
     SchedulerLost { round: u32, scheduler: usize },
     ClientFailed { round: u32, client: ClientId },
+    Stopped { round: u32 },
+}
+
+/// The echo trainer, but the job of one (round, client) requests a stop, and jobs after a
+/// stop fail at once, as the burn trainer's do.
+struct StoppingAt {
+    echo: Arc<EchoTrainer>,
+    stop: StopSignal,
+    at: (u32, ClientId),
+}
+
+impl ClientTrainer for StoppingAt {
+    fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>) {
+        if (job.round, job.client) == self.at {
+            self.stop.request();
+        }
+        if self.stop.is_requested() {
+            let (round, client) = (job.round, job.client);
+            let error = "stopped with the run".to_string();
+            let _ = done.send(Err(ClientFailure {
+                round,
+                client,
+                error,
+            }));
+        } else {
+            self.echo.spawn(job, done);
+        }
+    }
 }
 
 /// The round of each update the server aggregated, and the clients it stands for.
@@ -245,11 +283,19 @@ struct Outcome {
 /// Runs `case` on real threads, failing the test if it does not end within the watchdog.
 fn simulate(case: &Case) -> Outcome {
     let seen = Aggregated::default();
-    let plan = case.plan(Box::new(Recording { seen: seen.clone() }));
+    let stop = StopSignal::new();
+    let plan = case.plan(Box::new(Recording { seen: seen.clone() }), stop.clone());
     let faults = InjectedFaults::new(&case.client_faults);
     let echo = Arc::new(EchoTrainer::new(case.num_samples(), faults, 2).unwrap());
     let (done_tx, done_rx) = flume::bounded(1);
-    let trainer = echo.clone();
+    let trainer: Arc<dyn ClientTrainer> = match case.stop_at {
+        None => echo.clone(),
+        Some(at) => Arc::new(StoppingAt {
+            echo: echo.clone(),
+            stop,
+            at,
+        }),
+    };
     std::thread::spawn(move || {
         let mut records = Vec::new();
         let result = topology::run(plan, trainer, |end| {
@@ -280,9 +326,11 @@ fn check(case: &Case) -> Outcome {
     check_end(case, &outcome, &expected);
     let finished = match expected {
         Ok(()) => case.rounds,
-        Err(Expected::SchedulerLost { round, .. } | Expected::ClientFailed { round, .. }) => {
-            round - 1
-        }
+        Err(
+            Expected::SchedulerLost { round, .. }
+            | Expected::ClientFailed { round, .. }
+            | Expected::Stopped { round },
+        ) => round - 1,
     };
     assert_eq!(outcome.records.len(), finished as usize, "{case:#?}");
     for record in &outcome.records {
@@ -295,6 +343,7 @@ fn check(case: &Case) -> Outcome {
 fn check_end(case: &Case, outcome: &Outcome, expected: &Result<(), Expected>) {
     match (expected, &outcome.result) {
         (Ok(()), Ok(())) => {}
+        (Err(Expected::Stopped { .. }), Err(FederationError::Stopped)) => {}
         (Err(Expected::SchedulerLost { scheduler, .. }), Err(error)) => {
             let message = format!(
                 "the scheduler {scheduler} (client connector) stopped unexpectedly: panicked: injected panic"
@@ -748,6 +797,7 @@ fn any_case() -> impl Strategy<Value = Case> {
                 } else {
                     FailurePolicy::Abort
                 },
+                stop_at: None,
             }
         },
     )
@@ -765,6 +815,22 @@ proptest! {
     #[test]
     fn random_trees_end_for_the_right_reason_and_account_for_every_client(case in any_case()) {
         check(&case);
+    }
+}
+
+#[test]
+fn a_stop_during_a_round_ends_the_run_without_recording_that_round() {
+    let case = base();
+    let sampled = case.sampled(2);
+    for client in [sampled[0], sampled[sampled.len() - 1]] {
+        let case = Case {
+            stop_at: Some((2, client)),
+            ..case.clone()
+        };
+        for outcome in check_everywhere(&case) {
+            assert!(matches!(outcome.result, Err(FederationError::Stopped)));
+            assert_eq!(outcome.records.len(), 1);
+        }
     }
 }
 

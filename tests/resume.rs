@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 use common::{experiment, fedsim, metrics_without_timing, model_bytes, run_ok};
 use serde_json::Value;
 
-/// Long enough rounds (about a quarter of a second each) to stop one in the middle.
-const SETTINGS: &[&str] = &["federation.rounds=6", "client.epochs=4"];
+/// Rounds long enough to stop one in the middle (about a quarter of a second each on 2 cores),
+/// and enough of them that a machine several times faster is still far from the end when the
+/// tests stop it after round 2 or 3.
+const SETTINGS: &[&str] = &["federation.rounds=12", "client.epochs=4"];
 
 /// Far longer than a run of `SETTINGS` takes.
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -103,18 +105,32 @@ fn a_run_killed_in_the_middle_of_a_round_resumes_to_identical_results() {
     wait_for_rounds(&mut run, &killed, 3);
     run.kill().unwrap(); // SIGKILL: no chance to clean up.
     run.wait().unwrap();
-    let finished = metrics_without_timing(&killed).len();
-    assert!((3..6).contains(&finished), "killed after {finished} rounds");
+    // Lines, not records: the kill may have cut the last line short.
+    let written = fs::read_to_string(killed.join("metrics.jsonl")).unwrap();
+    let finished = written.lines().count();
+    assert!(
+        (3..12).contains(&finished),
+        "killed after {finished} rounds"
+    );
     let output = resume(&killed);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{output:?}");
-    // From the last checkpoint, round 2 or 4, before the round the kill interrupted.
-    let from_checkpoint = ["after round 2 of 6", "after round 4 of 6"];
-    assert!(
-        from_checkpoint.iter().any(|s| stdout.contains(s)),
-        "{stdout}"
-    );
+    // From the last checkpoint: an even round, at most two rounds before the kill.
+    let checkpoint: usize = stdout
+        .split("continuing after round ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(checkpoint % 2, 0, "{stdout}");
+    assert!((finished.saturating_sub(2)..=finished).contains(&checkpoint));
     assert_same_results(&killed, &uninterrupted(dir.path(), &extra));
+    let manifest = fs::read_to_string(killed.join("manifest.json")).unwrap();
+    let manifest: Value = serde_json::from_str(&manifest).unwrap();
+    let resumed = manifest["resumed"].as_array().unwrap();
+    assert_eq!(resumed.len(), 1, "{manifest}");
+    assert_eq!(resumed[0]["after_round"], checkpoint);
+    assert_eq!(resumed[0]["command_line"][2], "--resume");
 }
 
 #[test]
@@ -139,7 +155,7 @@ fn ctrl_c_and_sigterm_stop_promptly_with_a_resume_command_and_resume_to_identica
         assert_eq!(status, Some(code), "{signal}: {stderr}");
         let command = format!("fedsim run --resume {}", stopped.display());
         assert!(stderr.contains(&command), "{signal}: {stderr}");
-        assert!(metrics_without_timing(&stopped).len() < 6, "{signal}");
+        assert!(metrics_without_timing(&stopped).len() < 12, "{signal}");
         let output = resume(&stopped);
         assert!(output.status.success(), "{signal}: {output:?}");
         assert_same_results(&stopped, &reference);
@@ -200,4 +216,39 @@ fn a_damaged_checkpoint_is_reported_not_trusted() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("damaged"), "{stderr}");
+}
+
+#[test]
+fn a_run_whose_data_files_changed_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("mnist");
+    fs::create_dir(&data).unwrap();
+    for file in fs::read_dir(common::root().join("datasets/mnist")).unwrap() {
+        let file = file.unwrap().path();
+        if file.extension().is_some_and(|e| e == "gz") {
+            fs::copy(&file, data.join(file.file_name().unwrap())).unwrap();
+        }
+    }
+    let out = dir.path().join("run");
+    let data_dir = format!("data.dir={}", data.display());
+    run_ok(
+        &experiment("mnist-t1"),
+        &out,
+        &["federation.rounds=1", &data_dir],
+    );
+    // One test pixel changes; the labels, and so the partition, stay the same.
+    let images = data.join("t10k-images-idx3-ubyte.gz");
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(fs::File::open(&images).unwrap()),
+        &mut raw,
+    )
+    .unwrap();
+    raw[1000] ^= 0xff;
+    fs::remove_file(&images).unwrap();
+    fs::write(data.join("t10k-images-idx3-ubyte"), raw).unwrap();
+    let output = resume(&out);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("data files differ"), "{stderr}");
 }

@@ -405,6 +405,23 @@ mod tests {
     }
 
     #[test]
+    fn an_assignment_that_misses_a_client_or_lists_other_groups_is_rejected() {
+        let message = |assignment, clients| hierarchical(2, Some(assignment)).problems(clients);
+        let missing = message(vec![vec![0, 1], vec![3]], 4);
+        assert!(
+            missing[0].1.contains("client 2 appears 0 times"),
+            "{missing:?}"
+        );
+        let last_missing = message(vec![vec![0, 1], vec![2]], 4);
+        assert!(last_missing[0].1.contains("client 3 appears 0 times"));
+        let groups = message(vec![vec![0], vec![1], vec![2]], 3);
+        assert!(groups[0].1.contains("lists 3 groups for 2 schedulers"));
+        // Checked in the size of the assignment, whatever the number of clients claims.
+        let huge = message(vec![vec![0], vec![1]], usize::MAX);
+        assert!(huge[0].1.contains("client 2 appears 0 times"));
+    }
+
+    #[test]
     fn topology_parses_with_defaults() {
         let config: TopologyConfig = serde_json::from_value(
             json!({"kind": "hierarchical", "schedulers": 4, "mode": "aggregate"}),

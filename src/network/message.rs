@@ -184,16 +184,14 @@ impl Message {
 
     /// Bytes this message would take on a network: the header plus its payload (four bytes
     /// per parameter or client id, eight per time or id-and-reason pair, sixteen per sample
-    /// count plus loss, one per byte of text).
+    /// count plus loss, one per byte of text). A `Dropped` never carries error texts: failed
+    /// clients travel as `ClientFailed`, and only the server turns them into dropped ones.
     pub fn wire_bytes(&self) -> u64 {
         let payload = match self {
             Message::SetUp { clients } => 16 * clients.len(),
             Message::Downlink { clients, model, .. } => 8 + 4 * clients.len() + 4 * model.len(),
             Message::Uplink(update) => 16 + 4 * update.clients.len() + 4 * update.params.len(),
-            Message::Dropped { clients, .. } => clients
-                .iter()
-                .map(|d| 8 + d.error.as_ref().map_or(0, String::len))
-                .sum(),
+            Message::Dropped { clients, .. } => 8 * clients.len(),
             Message::ClientFailed { path, error, .. } => 4 + 4 * path.len() + error.len(),
             Message::Exit | Message::ExitAck => 0,
         };

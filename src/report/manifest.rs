@@ -105,6 +105,8 @@ pub struct Resume {
     pub after_round: u32,
     /// The build and machine it ran on.
     pub environment: Environment,
+    /// The data files it read (the same digests as the run's, or it would have been refused).
+    pub data_files: Vec<DataFile>,
     /// Its command line.
     pub command_line: Vec<String>,
 }

@@ -50,6 +50,16 @@ pub enum FolderError {
     Write(#[from] WriteError),
 }
 
+impl FolderError {
+    /// `dir` cannot be resumed, for `reason`.
+    pub fn not_resumable(dir: &Path, reason: String) -> Self {
+        FolderError::NotResumable {
+            path: dir.to_path_buf(),
+            reason,
+        }
+    }
+}
+
 /// A run folder that cannot be written, with the path.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write {path}: {source}")]
@@ -74,65 +84,6 @@ impl RunFolder {
                 write_error(&metrics_path)(source).into()
             }
         })?;
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            metrics: BufWriter::new(metrics),
-        })
-    }
-
-    /// Opens a run folder to continue its run: reads its checkpoint, keeps the `metrics.jsonl`
-    /// lines of the rounds the checkpoint covers (a killed run may have written a line, or
-    /// part of one, past it) and returns them, parsed.
-    pub fn reopen(dir: &Path) -> Result<(Self, RunState, Vec<RoundRecord>), FolderError> {
-        let not_resumable = |reason: String| FolderError::NotResumable {
-            path: dir.to_path_buf(),
-            reason,
-        };
-        if !dir.is_dir() {
-            return Err(not_resumable("no such folder".to_string()));
-        }
-        let checkpoint_path = dir.join(CHECKPOINT);
-        let bytes = fs::read(&checkpoint_path)
-            .map_err(|e| not_resumable(format!("cannot read its checkpoint {CHECKPOINT}: {e}")))?;
-        let state = RunState::from_bytes(&bytes)
-            .map_err(|e| not_resumable(format!("{}: {e}", checkpoint_path.display())))?;
-        let metrics_path = dir.join(METRICS);
-        let text = fs::read_to_string(&metrics_path)
-            .map_err(|e| not_resumable(format!("cannot read {METRICS}: {e}")))?;
-        let finished = state.round as usize;
-        let lines: Vec<&str> = text.lines().take(finished).collect();
-        let mut records = Vec::with_capacity(finished);
-        for (index, line) in lines.iter().enumerate() {
-            let record: RoundRecord = serde_json::from_str(line)
-                .map_err(|e| not_resumable(format!("{METRICS} line {}: {e}", index + 1)))?;
-            if record.round as usize != index + 1 {
-                return Err(not_resumable(format!(
-                    "{METRICS} line {} is round {}",
-                    index + 1,
-                    record.round
-                )));
-            }
-            records.push(record);
-        }
-        if records.len() < finished {
-            return Err(not_resumable(format!(
-                "{METRICS} holds {} rounds, but the checkpoint is at round {finished}",
-                records.len()
-            )));
-        }
-        let kept: String = lines.iter().map(|line| format!("{line}\n")).collect();
-        let folder = Self::reopened(dir, kept.as_bytes())?;
-        Ok((folder, state, records))
-    }
-
-    /// Rewrites `metrics.jsonl` as `kept`, atomically, and opens it to append.
-    fn reopened(dir: &Path, kept: &[u8]) -> Result<Self, WriteError> {
-        write_atomically(dir, METRICS, kept)?;
-        let metrics_path = dir.join(METRICS);
-        let metrics = OpenOptions::new()
-            .append(true)
-            .open(&metrics_path)
-            .map_err(write_error(&metrics_path))?;
         Ok(Self {
             dir: dir.to_path_buf(),
             metrics: BufWriter::new(metrics),
@@ -190,6 +141,80 @@ fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), WriteErr
     fs::write(&partial, bytes)
         .and_then(|()| fs::rename(&partial, &path))
         .map_err(write_error(&path))
+}
+
+/// What a run folder holds of a run to continue, read without changing anything: its
+/// checkpoint and the records of the rounds the checkpoint covers.
+#[derive(Debug)]
+pub struct Saved {
+    dir: PathBuf,
+    /// The checkpoint.
+    pub state: RunState,
+    /// The records of rounds 1 to `state.round`, from `metrics.jsonl`.
+    pub records: Vec<RoundRecord>,
+    /// Those records' lines, as written.
+    lines: String,
+}
+
+impl Saved {
+    /// Reads the checkpoint in `dir` and the `metrics.jsonl` lines of the rounds it covers (a
+    /// killed run may have written a line, or part of one, past it).
+    pub fn read(dir: &Path) -> Result<Self, FolderError> {
+        let not_resumable = |reason: String| FolderError::not_resumable(dir, reason);
+        if !dir.is_dir() {
+            return Err(not_resumable("no such folder".to_string()));
+        }
+        let checkpoint_path = dir.join(CHECKPOINT);
+        let bytes = fs::read(&checkpoint_path)
+            .map_err(|e| not_resumable(format!("cannot read its checkpoint {CHECKPOINT}: {e}")))?;
+        let state = RunState::from_bytes(&bytes)
+            .map_err(|e| not_resumable(format!("{}: {e}", checkpoint_path.display())))?;
+        let text = fs::read_to_string(dir.join(METRICS))
+            .map_err(|e| not_resumable(format!("cannot read {METRICS}: {e}")))?;
+        let finished = state.round as usize;
+        let (mut records, mut lines) = (Vec::new(), String::new());
+        for (index, line) in text.lines().take(finished).enumerate() {
+            let record: RoundRecord = serde_json::from_str(line)
+                .map_err(|e| not_resumable(format!("{METRICS} line {}: {e}", index + 1)))?;
+            if record.round as usize != index + 1 {
+                return Err(not_resumable(format!(
+                    "{METRICS} line {} is round {}",
+                    index + 1,
+                    record.round
+                )));
+            }
+            records.push(record);
+            lines.push_str(line);
+            lines.push('\n');
+        }
+        if records.len() < finished {
+            return Err(not_resumable(format!(
+                "{METRICS} holds {} rounds, but the checkpoint is at round {finished}",
+                records.len()
+            )));
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            state,
+            records,
+            lines,
+        })
+    }
+
+    /// Cuts `metrics.jsonl` back to the rounds the checkpoint covers (atomically) and opens the
+    /// folder to go on from there.
+    pub fn reopen(&self) -> Result<RunFolder, WriteError> {
+        write_atomically(&self.dir, METRICS, self.lines.as_bytes())?;
+        let metrics_path = self.dir.join(METRICS);
+        let metrics = OpenOptions::new()
+            .append(true)
+            .open(&metrics_path)
+            .map_err(write_error(&metrics_path))?;
+        Ok(RunFolder {
+            dir: self.dir.clone(),
+            metrics: BufWriter::new(metrics),
+        })
+    }
 }
 
 /// Turns an I/O error on `path` into a [`WriteError`].

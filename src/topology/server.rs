@@ -162,8 +162,11 @@ impl Server {
         let result = self
             .await_set_up()
             .and_then(|roster| self.run_rounds(&roster));
-        self.shut_down()?;
-        result
+        // Why the rounds stopped says more than anything shutting down adds.
+        let shutdown = self.shut_down();
+        let model = result?;
+        shutdown?;
+        Ok(model)
     }
 
     /// Waits for every child's `SetUp`.
@@ -311,6 +314,11 @@ impl Server {
         let mut outcome = collector
             .collect(|| self.recv_any().map(|(_, envelope)| Some(envelope)))?
             .expect("the server's own collection is never stopped");
+        // Clients stopped with the run answer as failures; a round that overlapped a stop is
+        // not a round the experiment played, so it is neither recorded nor reported.
+        if self.stop.is_requested() {
+            return Err(FederationError::Stopped);
+        }
         match self.setup.on_client_failure {
             FailurePolicy::Drop => outcome.drop_failures(),
             FailurePolicy::Abort => {
@@ -336,12 +344,13 @@ impl Server {
                 detail: None,
             });
         }
-        let mut selector = flume::Selector::new();
+        // The stop comes first: flume's selector serves ready channels in the order added.
+        let stop = self.stop.clone();
+        let mut selector = flume::Selector::new().recv(stop.receiver(), |_| None);
         for (index, child) in self.children.iter().enumerate().filter(|(_, c)| !c.closed) {
             selector = selector.recv(child.link.receiver(), move |r| Some((index, r.ok())));
         }
-        let stop = self.stop.clone();
-        match selector.recv(stop.receiver(), |_| None).wait() {
+        match selector.wait() {
             None => Err(FederationError::Stopped),
             Some((index, Some(envelope))) => Ok((index, envelope)),
             Some((index, None)) => {
@@ -365,7 +374,11 @@ impl Server {
 
             match envelope.message {
                 Message::ExitAck => self.children[index].closed = true,
-                Message::Uplink(_) | Message::Dropped { .. } | Message::ClientFailed { .. } => {}
+                // Answers still in flight, or a set-up that a stop during set-up overtook.
+                Message::SetUp { .. }
+                | Message::Uplink(_)
+                | Message::Dropped { .. }
+                | Message::ClientFailed { .. } => {}
                 other => {
                     return Err(protocol(format!("expected ExitAck, got {}", other.code())));
                 }
