@@ -37,6 +37,16 @@ fn assert_edit_rejected(edit: impl FnOnce(&mut serde_json::Value), expected: &[&
     assert_rejected(&config_with(dir.path(), edit), expected);
 }
 
+/// `fedsim partition` on the benchmark config with one `--set`.
+fn partition_with(set: &str) -> Output {
+    fedsim(&[
+        "partition",
+        experiment("mnist-t1").to_str().unwrap(),
+        "--set",
+        set,
+    ])
+}
+
 /// Runs `fedsim run` on `config` and checks the failure is reported as bad input.
 fn assert_rejected(config: &Path, expected: &[&str]) -> String {
     let out = config.parent().unwrap().join("out");
@@ -167,12 +177,7 @@ fn bad_set_override_is_rejected() {
 
 #[test]
 fn an_invalid_set_override_is_named_instead_of_the_file() {
-    let output = fedsim(&[
-        "partition",
-        experiment("mnist-t1").to_str().unwrap(),
-        "--set",
-        "federation.clients_per_round=500",
-    ]);
+    let output = partition_with("federation.clients_per_round=500");
     let stderr = assert_bad_input(
         &output,
         &[
@@ -191,36 +196,21 @@ fn a_misspelt_field_or_variant_gets_the_nearest_valid_name() {
         ("model=mpl", "did you mean \"mlp\"?"),
         ("partition.scheme=dirchlet", "did you mean \"dirichlet\"?"),
     ] {
-        let output = fedsim(&[
-            "partition",
-            experiment("mnist-t1").to_str().unwrap(),
-            "--set",
-            set,
-        ]);
+        let output = partition_with(set);
         assert_bad_input(&output, &[suggestion]);
     }
 }
 
 #[test]
 fn spaces_around_a_set_path_and_value_are_understood() {
-    let output = fedsim(&[
-        "partition",
-        experiment("mnist-t1").to_str().unwrap(),
-        "--set",
-        "federation.num_clients = 20",
-    ]);
+    let output = partition_with("federation.num_clients = 20");
     assert!(output.status.success(), "{output:?}");
     assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 21);
 }
 
 #[test]
 fn an_unquoted_json_value_gets_a_hint_about_quotes_not_a_type_name() {
-    let output = fedsim(&[
-        "partition",
-        experiment("mnist-t1").to_str().unwrap(),
-        "--set",
-        "partition={scheme:dirichlet,alpha:0.5}",
-    ]);
+    let output = partition_with("partition={scheme:dirichlet,alpha:0.5}");
     let stderr = assert_bad_input(
         &output,
         &[r#"--set 'partition={"scheme":"dirichlet","alpha":0.5}'"#],

@@ -69,6 +69,14 @@ fn resume(out: &Path) -> Output {
     fedsim(&["run", "--resume", out.to_str().unwrap(), "--quiet"])
 }
 
+/// Resumes `out`, expecting a refusal as bad input; returns what fedsim said.
+fn refused_resume(out: &Path) -> String {
+    let output = resume(out);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    stderr
+}
+
 fn summary_without_timing(run: &Path) -> Value {
     let mut summary = common::summary(run);
     summary.as_object_mut().unwrap().remove("wall_seconds");
@@ -185,9 +193,7 @@ fn resuming_a_run_whose_config_was_edited_is_refused_naming_the_field() {
     config["federation"]["rounds"] = 3.into();
     config["client"]["lr"] = 0.1.into();
     fs::write(&path, config.to_string()).unwrap();
-    let output = resume(&out);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused_resume(&out);
     assert!(stderr.contains("client.lr is 0.1, was 0.05"), "{stderr}");
     assert!(stderr.contains("federation.rounds is 3, was 1"), "{stderr}");
 }
@@ -212,9 +218,7 @@ fn a_damaged_checkpoint_is_reported_not_trusted() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     fs::write(&path, bytes).unwrap();
-    let output = resume(&out);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused_resume(&out);
     assert!(stderr.contains("damaged"), "{stderr}");
 }
 
@@ -247,8 +251,6 @@ fn a_run_whose_data_files_changed_is_refused() {
     raw[1000] ^= 0xff;
     fs::remove_file(&images).unwrap();
     fs::write(data.join("t10k-images-idx3-ubyte"), raw).unwrap();
-    let output = resume(&out);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused_resume(&out);
     assert!(stderr.contains("data files differ"), "{stderr}");
 }
