@@ -201,9 +201,7 @@ fn resuming_a_run_whose_config_was_edited_is_refused_naming_the_field() {
 #[test]
 fn a_folder_without_a_run_cannot_be_resumed() {
     let dir = tempfile::tempdir().unwrap();
-    let output = resume(dir.path());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused_resume(dir.path());
     assert!(stderr.contains("cannot resume"), "{stderr}");
     assert!(stderr.contains("checkpoint.fedsim"), "{stderr}");
 }
