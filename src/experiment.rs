@@ -133,7 +133,7 @@ impl Experiment {
             round: state.round,
             sim_time_s: state.sim_time_s,
         };
-        let plan = self.plan(start, state.model.clone(), stop)?;
+        let plan = self.plan(start, state.model.clone(), stop);
         let trainer = self.trainer(stop)?;
         // The latest round not yet in the checkpoint, if any.
         let mut pending = None;
@@ -218,7 +218,7 @@ impl Experiment {
     }
 
     /// The federation tree, starting from `start` with `model`.
-    fn plan(&self, start: Start, model: Vec<f32>, stop: &StopSignal) -> Result<Plan, Error> {
+    fn plan(&self, start: Start, model: Vec<f32>, stop: &StopSignal) -> Plan {
         let config = &self.config;
         let server = ServerSetup {
             seed: config.seed,
@@ -260,14 +260,14 @@ impl Experiment {
                     .push(fault.round);
             }
         }
-        Ok(Plan {
+        Plan {
             server,
             topology: config.topology.clone(),
             network: config.network.clone(),
             groups,
             scheduler_panics,
             stop: stop.clone(),
-        })
+        }
     }
 }
 

@@ -95,10 +95,7 @@ impl Trainer {
         setup: TrainerSetup,
         num_parallels: usize,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(num_parallels)
-            .thread_name(|i| format!("fedsim-worker-{i}"))
-            .build()?;
+        let pool = pool(num_parallels, "worker")?;
         let workers = (0..num_parallels).map(|_| Mutex::new(None)).collect();
         Ok(Self {
             pool,
@@ -169,6 +166,17 @@ impl Shared {
             params,
         })
     }
+}
+
+/// A pool of `threads` threads named `fedsim-<role>-<index>`.
+fn pool(
+    threads: usize,
+    role: &'static str,
+) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("fedsim-{role}-{i}"))
+        .build()
 }
 
 /// Runs one client's `work`, turning an error or a panic into a [`ClientFailure`].

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{ClientFailure, ClientTrainer, InjectedFaults, Job, answer};
+use super::{ClientFailure, ClientTrainer, InjectedFaults, Job, answer, pool};
 use crate::network::{ClientId, Update};
 
 /// Clients that "train" by sending back the model they were sent, at once. The message-path
@@ -42,10 +42,7 @@ impl EchoTrainer {
         faults: InjectedFaults,
         threads: usize,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("fedsim-echo-{i}"))
-            .build()?;
+        let pool = pool(threads, "echo")?;
         let shared = Shared {
             num_samples,
             faults,
