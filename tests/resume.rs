@@ -4,7 +4,7 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,15 @@ fn resume(out: &Path) -> Output {
     fedsim(&["run", "--resume", out.to_str().unwrap(), "--quiet"])
 }
 
+/// A short run of the benchmark config that finished, in a temporary folder (kept while the
+/// returned guard lives).
+fn finished_run(sets: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    run_ok(&experiment("mnist-t1"), &out, sets);
+    (dir, out)
+}
+
 /// Resumes `out`, expecting a refusal as bad input; returns what fedsim said.
 fn refused_resume(out: &Path) -> String {
     let output = resume(out);
@@ -96,7 +105,7 @@ fn assert_same_results(resumed: &Path, reference: &Path) {
     );
 }
 
-fn uninterrupted(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
+fn uninterrupted(dir: &Path, extra: &[&str]) -> PathBuf {
     let reference = dir.join("reference");
     let sets: Vec<&str> = SETTINGS.iter().chain(extra).copied().collect();
     run_ok(&experiment("mnist-t1"), &reference, &sets);
@@ -172,9 +181,7 @@ fn ctrl_c_and_sigterm_stop_promptly_with_a_resume_command_and_resume_to_identica
 
 #[test]
 fn resuming_a_finished_run_has_nothing_to_do() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    run_ok(&experiment("mnist-t1"), &out, &["federation.rounds=2"]);
+    let (_dir, out) = finished_run(&["federation.rounds=2"]);
     let before = fs::read(out.join("metrics.jsonl")).unwrap();
     let output = resume(&out);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
@@ -185,9 +192,7 @@ fn resuming_a_finished_run_has_nothing_to_do() {
 
 #[test]
 fn resuming_a_run_whose_config_was_edited_is_refused_naming_the_field() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    run_ok(&experiment("mnist-t1"), &out, &["federation.rounds=1"]);
+    let (_dir, out) = finished_run(&["federation.rounds=1"]);
     let path = out.join("config.json");
     let mut config: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     config["federation"]["rounds"] = 3.into();
@@ -208,9 +213,7 @@ fn a_folder_without_a_run_cannot_be_resumed() {
 
 #[test]
 fn a_damaged_checkpoint_is_reported_not_trusted() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    run_ok(&experiment("mnist-t1"), &out, &["federation.rounds=1"]);
+    let (_dir, out) = finished_run(&["federation.rounds=1"]);
     let path = out.join("checkpoint.fedsim");
     let mut bytes = fs::read(&path).unwrap();
     let middle = bytes.len() / 2;
