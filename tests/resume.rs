@@ -255,3 +255,23 @@ fn a_run_whose_data_files_changed_is_refused() {
     let stderr = refused_resume(&out);
     assert!(stderr.contains("data files differ"), "{stderr}");
 }
+
+#[test]
+fn a_second_ctrl_c_quits_and_leaves_the_folder_resumable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut run = start(&out, &[]);
+    wait_for_rounds(&mut run, &out, 2);
+    for _ in 0..2 {
+        let kill = Command::new("kill")
+            .args(["-INT", &run.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+    }
+    let (status, stderr) = wait(run);
+    assert_eq!(status, Some(130), "{stderr}");
+    let output = resume(&out);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(metrics_without_timing(&out).len(), 12);
+}
