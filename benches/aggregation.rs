@@ -1,8 +1,9 @@
 //! FedAvg aggregation of 100 client models the size of the CNN (1,663,370 parameters).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use fedsim::network::Tensors;
 use fedsim::network::Update;
-use fedsim::strategy::{FedAvg, Strategy};
+use fedsim::strategy::{FedAvg, Round, Strategy};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -17,17 +18,24 @@ fn fedavg(c: &mut Criterion) {
             clients: vec![client],
             num_samples: 500 + client,
             train_loss: 0.0,
+            steps: 1,
             params: (0..CNN_PARAMS)
                 .map(|i| ((i + client) % 97) as f32 * 1e-3)
                 .collect(),
+            extras: Tensors::new(),
         })
         .collect();
+    let round = Round {
+        number: 1,
+        roster: &[],
+        sampled: &[],
+    };
     let global = vec![0.0f32; CNN_PARAMS];
     let mut group = c.benchmark_group("aggregation");
     group.throughput(Throughput::Bytes((CLIENTS * CNN_PARAMS * 4) as u64));
     group.sample_size(20);
     group.bench_function("fedavg_100_clients_cnn_size", |b| {
-        b.iter(|| FedAvg.aggregate(&global, &updates))
+        b.iter(|| FedAvg.aggregate(&round, &global, &updates))
     });
     group.finish();
 }

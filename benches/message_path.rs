@@ -13,9 +13,9 @@ use std::sync::Arc;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fedsim::config::{FailurePolicy, NetworkConfig, SchedulerMode, TopologyConfig};
 use fedsim::stop::StopSignal;
-use fedsim::strategy::FedAvg;
+use fedsim::strategy::{FedAvg, StrategyConfig};
 use fedsim::topology::{self, GroupSetup, Plan, ServerSetup, Start};
-use fedsim::trainer::{ClientTrainer, EchoTrainer, InjectedFaults};
+use fedsim::trainer::{ClientStates, ClientTrainer, EchoTrainer, InjectedFaults};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -47,12 +47,14 @@ fn plan(topology: TopologyConfig) -> Plan {
             start: Start::default(),
             initial_model: vec![0.5; PARAMS],
             strategy: Box::new(FedAvg),
+            client_states: Arc::new(ClientStates::new(CLIENTS)),
             evaluator: None,
         },
         topology,
         network: NetworkConfig::default(),
         groups,
         scheduler_panics: HashMap::new(),
+        edge_aggregation: StrategyConfig::default().edge_aggregation(),
         stop: StopSignal::new(),
     }
 }

@@ -18,7 +18,8 @@ use fedsim::model::flat::{Layout, initial_params};
 use fedsim::model::{ModelKind, Net};
 use fedsim::seed::{Purpose, stream};
 use fedsim::stop::StopSignal;
-use fedsim::trainer::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
+use fedsim::strategy::PlainClient;
+use fedsim::trainer::{ClientStates, ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -52,6 +53,8 @@ fn trainer(data: &Arc<Dataset>, model: ModelKind, backend: BackendKind, workers:
             momentum: 0.0,
             weight_decay: 0.0,
         },
+        algorithm: Arc::new(PlainClient),
+        states: Arc::new(ClientStates::new(CLIENTS_PER_ROUND)),
         backend,
         faults: InjectedFaults::default(),
         stop: StopSignal::new(),
@@ -78,6 +81,7 @@ fn train_round(trainer: &Trainer, model: &Arc<[f32]>, clients: usize) {
             edge_round: 0,
             client,
             model: model.clone(),
+            extras: Default::default(),
         };
         trainer.spawn(job, done_tx.clone());
     }

@@ -3,12 +3,14 @@
 //!
 //! Every random draw derives from (seed, purpose, round, client), and local training starts
 //! afresh from the downlinked model each round, so what changes between rounds is small: the
-//! global model, the simulated clock and the number of the last finished round. The
+//! global model, the simulated clock, the number of the last finished round, and what the
+//! algorithm remembers (its server state, each client's state). The
 //! checkpoint also holds the resolved config it belongs to and a digest of the partition, so
 //! that a run is never continued with other settings or data.
 //!
-//! The file format is versioned and made of named sections, so that later state (a
-//! strategy's server state, per-client state) adds sections, not a new format:
+//! The file format is versioned and made of named sections, so that later state adds
+//! sections, not a new format (`strategy_state` and `client_states` came that way; a file
+//! without them holds none):
 //!
 //! ```text
 //! magic    b"FEDSIMCK"
@@ -24,6 +26,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::network::{ClientId, Tensors};
 
 const MAGIC: &[u8; 8] = b"FEDSIMCK";
 
@@ -170,6 +174,10 @@ pub struct RunState {
     pub sim_time_s: f64,
     /// The global model after that round.
     pub model: Vec<f32>,
+    /// The strategy's server state after that round.
+    pub strategy_state: Tensors,
+    /// The state of every client that has one, in id order.
+    pub client_states: Vec<(ClientId, Tensors)>,
 }
 
 /// The `progress` section.
@@ -195,6 +203,15 @@ impl RunState {
         sections.insert("progress", json(&progress));
         let model = self.model.iter().flat_map(|v| v.to_le_bytes()).collect();
         sections.insert("global_model", model);
+        sections.insert("strategy_state", self.strategy_state.to_bytes());
+        let mut clients = Vec::new();
+        for (client, state) in &self.client_states {
+            let bytes = state.to_bytes();
+            clients.extend_from_slice(&(*client as u64).to_le_bytes());
+            clients.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            clients.extend_from_slice(&bytes);
+        }
+        sections.insert("client_states", clients);
         sections.to_bytes()
     }
 
@@ -212,6 +229,10 @@ impl RunState {
                 model.len()
             )));
         }
+        let strategy_state =
+            Tensors::from_bytes(sections.get("strategy_state").unwrap_or_default())
+                .ok_or_else(|| CheckpointError("the strategy_state section is malformed".into()))?;
+        let client_states = client_states(sections.get("client_states").unwrap_or_default())?;
         Ok(RunState {
             config,
             partition_sha256: progress.partition_sha256,
@@ -221,8 +242,25 @@ impl RunState {
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect(),
+            strategy_state,
+            client_states,
         })
     }
+}
+
+/// Reads the `client_states` section: per client, its id (u64), the length of its state
+/// (u64) and the state's tensors.
+fn client_states(bytes: &[u8]) -> Result<Vec<(ClientId, Tensors)>, CheckpointError> {
+    let malformed = || CheckpointError("the client_states section is malformed".into());
+    let mut reader = Reader { rest: bytes };
+    let mut states = Vec::new();
+    while !reader.rest.is_empty() {
+        let client = usize::try_from(reader.u64()?).map_err(|_| malformed())?;
+        let len = usize::try_from(reader.u64()?).map_err(|_| malformed())?;
+        let state = Tensors::from_bytes(reader.take(len)?).ok_or_else(malformed)?;
+        states.push((client, state));
+    }
+    Ok(states)
 }
 
 fn json(value: &impl Serialize) -> Vec<u8> {
@@ -240,6 +278,8 @@ mod tests {
             round: 7,
             sim_time_s: 0.1 + 0.2,
             model: vec![1.5, -0.0, f32::MIN_POSITIVE, 3.25],
+            strategy_state: Tensors::new().with("m", vec![0.5]).with("v", vec![2.0]),
+            client_states: vec![(4, Tensors::new().with("control", vec![-1.0, 7.0]))],
         }
     }
 
@@ -253,7 +293,7 @@ mod tests {
     #[test]
     fn unknown_sections_are_ignored_so_that_later_state_needs_no_new_format() {
         let mut sections = Sections::from_bytes(&state().to_bytes()).unwrap();
-        sections.insert("strategy", vec![1, 2, 3]);
+        sections.insert("later_state", vec![1, 2, 3]);
         assert_eq!(RunState::from_bytes(&sections.to_bytes()).unwrap(), state());
     }
 

@@ -12,14 +12,15 @@ use crate::data::partition::{Partition, PartitionError};
 use crate::data::{DataFile, Dataset, mnist};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
+use crate::network::{ClientId, Tensors};
 use crate::report::manifest::Resume;
 use crate::report::run_folder::{FolderError, Saved};
 use crate::report::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
-use crate::strategy;
+use crate::strategy::Strategy;
 use crate::topology::{self, Evaluator, FederationError, GroupSetup, Plan, ServerSetup, Start};
-use crate::trainer::{InjectedFaults, Trainer, TrainerSetup};
+use crate::trainer::{ClientStates, InjectedFaults, Trainer, TrainerSetup};
 
 /// The run folder's manifest file.
 const MANIFEST: &str = "manifest.json";
@@ -107,24 +108,34 @@ impl Experiment {
             &self.layout(),
             &mut stream(config.seed, Purpose::ModelInit, 0, 0),
         );
+        let strategy = self.strategy();
         let start = RunState {
             config: serde_json::to_value(config).expect("a config always serialises"),
             partition_sha256,
             round: 0,
             sim_time_s: 0.0,
             model,
+            strategy_state: strategy.state(),
+            client_states: Vec::new(),
         };
         folder.checkpoint(&start)?;
-        self.play(folder, progress, stop, start, Vec::new())
+        self.play(folder, progress, stop, (start, strategy), Vec::new())
     }
 
-    /// Plays the rounds after `state.round`, `records` being those before.
+    /// The server half of the experiment's algorithm, as it starts.
+    fn strategy(&self) -> Box<dyn Strategy> {
+        let config = &self.config;
+        config.strategy.server(&config.client, self.layout().len())
+    }
+
+    /// Plays the rounds after `state.round` with `strategy` (in the state `state` holds),
+    /// `records` being those before.
     fn play(
         &self,
         folder: &mut RunFolder,
         progress: &Progress,
         stop: &StopSignal,
-        mut state: RunState,
+        (mut state, strategy): (RunState, Box<dyn Strategy>),
         mut records: Vec<RoundRecord>,
     ) -> Result<RunResult, Error> {
         let config = &self.config;
@@ -133,8 +144,10 @@ impl Experiment {
             round: state.round,
             sim_time_s: state.sim_time_s,
         };
-        let plan = self.plan(start, state.model.clone(), stop);
-        let trainer = self.trainer(stop)?;
+        let states = Arc::new(ClientStates::new(config.federation.num_clients));
+        states.restore(&state.client_states);
+        let plan = self.plan(start, (state.model.clone(), strategy), &states, stop);
+        let trainer = self.trainer(&states, stop)?;
         // The latest round not yet in the checkpoint, if any.
         let mut pending = None;
         let federation = topology::run(plan, Arc::new(trainer), |end| {
@@ -143,7 +156,13 @@ impl Experiment {
             let round = end.record.round;
             let sim_time_s = end.record.sim_time_s;
             records.push(end.record);
-            pending = Some((round, sim_time_s, end.model));
+            pending = Some(Advance {
+                round,
+                sim_time_s,
+                model: end.model,
+                strategy_state: end.strategy_state,
+                client_states: end.client_states,
+            });
             // The last round's checkpoint waits for the summary: a run whose checkpoint says
             // it is finished has all its files.
             if round.is_multiple_of(config.checkpoint.every) && round < rounds {
@@ -155,7 +174,7 @@ impl Experiment {
         if let Err(error) = federation {
             // A checkpoint at the last round says the folder is complete: without the summary
             // it is not, and a resumed run plays the last round again.
-            if pending.as_ref().is_some_and(|(round, ..)| *round < rounds) {
+            if pending.as_ref().is_some_and(|p| p.round < rounds) {
                 state.advance(pending);
             }
             folder.checkpoint(&state)?;
@@ -165,7 +184,7 @@ impl Experiment {
             });
         }
         state.advance(pending);
-        let result = self.finish(folder, state.model.clone(), records)?;
+        let result = self.finish(folder, state.model.clone(), records, &states)?;
         folder.checkpoint(&state)?;
         Ok(result)
     }
@@ -176,11 +195,13 @@ impl Experiment {
         folder: &RunFolder,
         model: Vec<f32>,
         rounds: Vec<RoundRecord>,
+        states: &ClientStates,
     ) -> Result<RunResult, Error> {
         let bytes: Vec<u8> = model.iter().flat_map(|v| v.to_le_bytes()).collect();
         folder.write_atomically("model.f32", &bytes)?;
         folder.write_json("model-layout.json", &self.layout())?;
-        let summary = Summary::new(&self.config.name, &rounds, &model);
+        let mut summary = Summary::new(&self.config.name, &rounds, &model);
+        summary.client_state_bytes = states.memory_bytes() as u64;
         folder.write_json("summary.json", &summary)?;
         Ok(RunResult {
             summary,
@@ -201,7 +222,7 @@ impl Experiment {
     }
 
     /// The burn trainer for this experiment's clients.
-    fn trainer(&self, stop: &StopSignal) -> Result<Trainer, Error> {
+    fn trainer(&self, states: &Arc<ClientStates>, stop: &StopSignal) -> Result<Trainer, Error> {
         let config = &self.config;
         let setup = TrainerSetup {
             seed: config.seed,
@@ -209,6 +230,8 @@ impl Experiment {
             partition: self.partition.clone(),
             model: config.model,
             client: config.client.clone(),
+            algorithm: config.strategy.client(),
+            states: states.clone(),
             backend: config.backend,
             faults: InjectedFaults::new(&config.faults),
             stop: stop.clone(),
@@ -217,8 +240,15 @@ impl Experiment {
             .map_err(|e| Error::Threads(e.to_string()))
     }
 
-    /// The federation tree, starting from `start` with `model`.
-    fn plan(&self, start: Start, model: Vec<f32>, stop: &StopSignal) -> Plan {
+    /// The federation tree, starting from `start` with `model` and `strategy`, with the
+    /// clients' states in `states`.
+    fn plan(
+        &self,
+        start: Start,
+        (model, strategy): (Vec<f32>, Box<dyn Strategy>),
+        states: &Arc<ClientStates>,
+        stop: &StopSignal,
+    ) -> Plan {
         let config = &self.config;
         let server = ServerSetup {
             seed: config.seed,
@@ -228,7 +258,8 @@ impl Experiment {
             on_client_failure: config.availability.on_client_failure,
             start,
             initial_model: model,
-            strategy: strategy::from_kind(config.strategy.name),
+            strategy,
+            client_states: states.clone(),
             evaluator: Some(Evaluator {
                 test_data: self.test.clone(),
                 eval: config.eval,
@@ -266,6 +297,7 @@ impl Experiment {
             network: config.network.clone(),
             groups,
             scheduler_panics,
+            edge_aggregation: config.strategy.edge_aggregation(),
             stop: stop.clone(),
         }
     }
@@ -276,6 +308,7 @@ pub struct Resumable {
     experiment: Experiment,
     saved: Saved,
     manifest: Manifest,
+    strategy: Box<dyn Strategy>,
 }
 
 impl Resumable {
@@ -331,10 +364,15 @@ impl Resumable {
             ))
             .into());
         }
+        let mut strategy = experiment.strategy();
+        strategy
+            .restore(&state.strategy_state)
+            .map_err(|e| not_resumable(format!("its strategy state does not fit: {e}")))?;
         Ok(Self {
             experiment,
             saved,
             manifest,
+            strategy,
         })
     }
 
@@ -372,7 +410,7 @@ impl Resumable {
         folder.write_json(MANIFEST, &self.manifest)?;
         let Saved { state, records, .. } = self.saved;
         self.experiment
-            .play(&mut folder, progress, stop, state, records)
+            .play(&mut folder, progress, stop, (state, self.strategy), records)
             .map(Some)
     }
 }
@@ -384,13 +422,24 @@ fn command_line() -> Vec<String> {
         .collect()
 }
 
+/// A finished round's part of the run state.
+struct Advance {
+    round: u32,
+    sim_time_s: f64,
+    model: Arc<[f32]>,
+    strategy_state: Tensors,
+    client_states: Vec<(ClientId, Tensors)>,
+}
+
 impl RunState {
     /// Moves the state to a finished round, if one is given.
-    fn advance(&mut self, round: Option<(u32, f64, Arc<[f32]>)>) {
-        if let Some((round, sim_time_s, model)) = round {
-            self.round = round;
-            self.sim_time_s = sim_time_s;
-            self.model = model.to_vec();
+    fn advance(&mut self, round: Option<Advance>) {
+        if let Some(advance) = round {
+            self.round = advance.round;
+            self.sim_time_s = advance.sim_time_s;
+            self.model = advance.model.to_vec();
+            self.strategy_state = advance.strategy_state;
+            self.client_states = advance.client_states;
         }
     }
 }

@@ -31,6 +31,9 @@ enum Command {
         #[command(flatten)]
         experiment: ExperimentArgs,
     },
+    /// List the FL algorithms an experiment's `strategy` can name, with their parameters,
+    /// defaults and papers.
+    Strategies,
 }
 
 #[derive(Args)]
@@ -94,6 +97,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Partition { experiment } => partition(&experiment),
+        Command::Strategies => {
+            print!("{}", strategies());
+            Ok(())
+        }
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -112,6 +119,34 @@ fn main() -> ExitCode {
             ExitCode::from(if error.is_bad_input() { 2 } else { 1 })
         }
     }
+}
+
+/// The algorithms, their parameters and papers, as `fedsim strategies` prints them.
+fn strategies() -> String {
+    use fedsim::strategy::{EdgeAggregation, catalog};
+    let mut out = String::from(
+        "Set the algorithm in an experiment file's \"strategy\", e.g.\n  \"strategy\": {\"name\": \"fedadam\", \"server_lr\": 0.01}\nEvery parameter may be left out for its default.\n",
+    );
+    for strategy in catalog() {
+        out += &format!("\n{}\n  paper: {}\n", strategy.name, strategy.paper);
+        for (name, default, meaning) in &strategy.params {
+            out += &format!("  {name} = {default}: {meaning}\n");
+        }
+        out += match strategy.edge {
+            EdgeAggregation::Mean {
+                several_edge_rounds: true,
+                ..
+            } => "  aggregating schedulers: yes\n".to_string(),
+            EdgeAggregation::Mean { .. } => {
+                "  aggregating schedulers: yes, with 1 edge round\n".to_string()
+            }
+            EdgeAggregation::Unsupported(reason) => {
+                format!("  aggregating schedulers: no ({reason})\n")
+            }
+        }
+        .as_str();
+    }
+    out
 }
 
 /// On Ctrl-C or SIGTERM, asks the run to stop after the work in flight and records the signal;

@@ -3,6 +3,7 @@
 //! These are the only functions that run burn's autodiff and optimisers. They take a model and
 //! data indices and give back a model and numbers; threads, messages and seeds are the caller's.
 
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
@@ -16,6 +17,7 @@ use crate::config::ClientConfig;
 use crate::data::Dataset;
 use crate::model::{ModelKind, Net, flat};
 use crate::stop::StopSignal;
+use crate::strategy::Objective;
 
 /// Local training that cannot go on.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -47,24 +49,30 @@ pub struct LocalResult {
     pub net: Net,
     /// Mean loss over every sample of every local step.
     pub mean_loss: f64,
+    /// SGD steps taken.
+    pub steps: u32,
 }
 
-/// Trains `net` with SGD on the samples at `indices`, reshuffled each epoch from `rng`.
+/// Trains `net` with SGD on the samples at `indices`, reshuffled each epoch from `rng`, adding
+/// `objective`'s terms (towards `anchor`, the model the client was sent) to each gradient.
 /// `device` must be the autodiff device the model lives on. Gives up between two steps once
 /// `stop` is requested.
+#[allow(clippy::too_many_arguments)]
 pub fn local_train(
     net: Net,
     data: &Dataset,
     indices: &[usize],
     config: &ClientConfig,
+    (objective, anchor): (&Objective, &[f32]),
     rng: &mut ChaCha12Rng,
     device: &Device,
     stop: &StopSignal,
 ) -> Result<LocalResult, TrainError> {
     let mut optimizer = sgd(config).init();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
+    let correction = GradientCorrection::new(objective, anchor, &net, device);
     let mut order = indices.to_vec();
-    let (mut net, mut loss_sum, mut seen) = (net, 0.0, 0usize);
+    let (mut net, mut loss_sum, mut seen, mut steps) = (net, 0.0, 0usize, 0u32);
     for epoch in 1..=config.epochs {
         order.shuffle(rng);
         for (step, chunk) in order.chunks(config.batch_size).enumerate() {
@@ -83,14 +91,100 @@ pub fn local_train(
             }
             loss_sum += loss_value * chunk.len() as f64;
             seen += chunk.len();
-            let grads = GradientsParams::from_grads(loss.backward(), &net);
+            let mut grads = GradientsParams::from_grads(loss.backward(), &net);
+            if let Some(correction) = &correction {
+                correction.apply(&net, &mut grads);
+            }
             net = optimizer.step(config.lr, net, grads);
+            steps += 1;
         }
     }
     Ok(LocalResult {
         net,
         mean_loss: loss_sum / seen.max(1) as f64,
+        steps,
     })
+}
+
+/// An [`Objective`]'s terms as tensors, one per model parameter: each step adds
+/// `mu * (w - anchor) + linear` to the gradient of each parameter `w`.
+struct GradientCorrection {
+    proximal: Option<(f32, Vec<Tensor<1>>)>,
+    linear: Option<Vec<Tensor<1>>>,
+}
+
+impl GradientCorrection {
+    /// The correction for `objective`, or `None` if it adds nothing to the loss's gradient.
+    fn new(objective: &Objective, anchor: &[f32], net: &Net, device: &Device) -> Option<Self> {
+        if objective.proximal.is_none() && objective.linear.is_none() {
+            return None;
+        }
+        let inner = device.clone().inner();
+        let sizes = param_sizes(net);
+        let split = |values: &[f32]| -> Vec<Tensor<1>> {
+            let mut offset = 0;
+            sizes
+                .iter()
+                .map(|&len| {
+                    let part = values[offset..offset + len].to_vec();
+                    offset += len;
+                    Tensor::from_data(TensorData::new(part, [len]), &inner)
+                })
+                .collect()
+        };
+        Some(Self {
+            proximal: objective.proximal.map(|mu| (mu, split(anchor))),
+            linear: objective.linear.as_deref().map(split),
+        })
+    }
+
+    /// Adds the terms to the gradients of `net`'s parameters.
+    fn apply(&self, net: &Net, grads: &mut GradientsParams) {
+        net.visit(&mut Corrector {
+            correction: self,
+            grads,
+            index: 0,
+        });
+    }
+}
+
+/// Visits the parameters in flat-vector order, correcting each one's gradient.
+struct Corrector<'a> {
+    correction: &'a GradientCorrection,
+    grads: &'a mut GradientsParams,
+    index: usize,
+}
+
+impl ModuleVisitor for Corrector<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let index = self.index;
+        self.index += 1;
+        let Some(mut grad) = self.grads.remove::<D>(param.id) else {
+            return;
+        };
+        let dims = grad.dims();
+        if let Some((mu, anchor)) = &self.correction.proximal {
+            let w = param.val().inner();
+            grad = grad + (w - anchor[index].clone().reshape(dims)).mul_scalar(*mu);
+        }
+        if let Some(linear) = &self.correction.linear {
+            grad = grad + linear[index].clone().reshape(dims);
+        }
+        self.grads.register(param.id, grad);
+    }
+}
+
+/// The number of values of each float parameter of `net`, in flat-vector order.
+fn param_sizes(net: &Net) -> Vec<usize> {
+    struct Sizes(Vec<usize>);
+    impl ModuleVisitor for Sizes {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0.push(param.lazy_shape().num_elements());
+        }
+    }
+    let mut sizes = Sizes(Vec::new());
+    net.visit(&mut sizes);
+    sizes.0
 }
 
 /// PyTorch's SGD: momentum without dampening, weight decay added to the gradient.
@@ -129,6 +223,18 @@ pub fn evaluate(
     device: &Device,
 ) -> Evaluation {
     let all: Vec<usize> = (0..data.len()).collect();
+    evaluate_on(model, params, data, &all, batch_size, device)
+}
+
+/// [`evaluate`] on the samples of `data` at `indices` (not empty).
+pub fn evaluate_on(
+    model: ModelKind,
+    params: &[f32],
+    data: &Dataset,
+    all: &[usize],
+    batch_size: usize,
+    device: &Device,
+) -> Evaluation {
     let new_net = || {
         let net = Net::new(model, data.sample_shape(), data.num_classes(), device);
         flat::load(net, params)
@@ -143,8 +249,8 @@ pub fn evaluate(
         .iter()
         .fold((0, 0.0), |(c, l), &(bc, bl)| (c + bc, l + bl));
     Evaluation {
-        accuracy: correct as f64 / data.len() as f64,
-        loss: loss_sum / data.len() as f64,
+        accuracy: correct as f64 / all.len() as f64,
+        loss: loss_sum / all.len() as f64,
     }
 }
 

@@ -7,8 +7,10 @@
 //! autodiff leaves, a client's result does not depend on which thread ran it or when.
 
 mod echo;
+mod states;
 
 pub use echo::{Answer, EchoTrainer};
+pub use states::ClientStates;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,13 +20,14 @@ use crate::config::{ClientConfig, FaultConfig, FaultKind};
 use crate::data::Dataset;
 use crate::data::partition::Partition;
 use crate::model::{ModelKind, Net, flat};
-use crate::network::{ClientId, Update};
+use crate::network::{ClientId, Tensors, Update};
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
-use crate::train::{TrainError, local_train};
+use crate::strategy::{ClientAlgorithm, ClientView, Trained};
+use crate::train::{TrainError, evaluate_on, local_train};
 
 /// Everything a client needs to train that does not change between rounds.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TrainerSetup {
     /// The experiment seed.
     pub seed: u64,
@@ -36,6 +39,10 @@ pub struct TrainerSetup {
     pub model: ModelKind,
     /// Local training settings.
     pub client: ClientConfig,
+    /// The client half of the FL algorithm.
+    pub algorithm: Arc<dyn ClientAlgorithm>,
+    /// Every client's state between rounds.
+    pub states: Arc<ClientStates>,
     /// Backend that trains.
     pub backend: BackendKind,
     /// Injected failures.
@@ -55,6 +62,8 @@ pub struct Job {
     pub client: ClientId,
     /// The global model to start from.
     pub model: Arc<[f32]>,
+    /// The tensors the algorithm sent down beside it.
+    pub extras: Tensors,
 }
 
 /// A client's training that failed, with what went wrong.
@@ -147,23 +156,55 @@ impl Shared {
             edge_round: job.edge_round,
         };
         let mut rng = stream(setup.seed, purpose, job.round, job.client as u32);
+        let view = ClientView {
+            round: job.round,
+            client: job.client,
+            global: &job.model,
+            downlink: &job.extras,
+            lr: setup.client.lr,
+        };
+        let mut state = setup.states.get(job.client);
+        let objective = setup.algorithm.objective(&view, state.as_ref());
+        let loss_at_global = setup.algorithm.needs_loss_at_global().then(|| {
+            let data = &setup.data;
+            let batch = setup.client.batch_size;
+            evaluate_on(
+                setup.model,
+                &job.model,
+                data,
+                indices,
+                batch,
+                &device.clone().inner(),
+            )
+            .loss
+        });
         let result = local_train(
             net,
             &setup.data,
             indices,
             &setup.client,
+            (&objective, &job.model),
             &mut rng,
             &device,
             &setup.stop,
         )?;
         let params = flat::flatten(&result.net);
         *slot = Some(result.net);
+        let trained = Trained {
+            params: &params,
+            steps: result.steps,
+            loss_at_global,
+        };
+        let extras = setup.algorithm.finish(&view, &mut state, &trained);
+        setup.states.put(job.client, state);
         Ok(Update {
             round: job.round,
             clients: vec![job.client],
             num_samples: indices.len(),
             train_loss: result.mean_loss,
+            steps: result.steps,
             params,
+            extras,
         })
     }
 }

@@ -13,14 +13,16 @@ use std::time::Duration;
 use fedsim::config::{
     FailurePolicy, FaultConfig, FaultKind, NetworkConfig, SchedulerMode, TopologyConfig,
 };
-use fedsim::network::{ClientId, DropReason, LinkProfile, Message, NodeId, Update};
+use fedsim::network::{ClientId, DropReason, LinkProfile, Message, NodeId, Tensors, Update};
 use fedsim::report::RoundRecord;
 use fedsim::stop::StopSignal;
-use fedsim::strategy::{FedAvg, Strategy as Aggregation};
+use fedsim::strategy::{Aggregate, FedAvg, Round, Strategy as Aggregation, StrategyConfig};
 use fedsim::topology::client_group::drops_out;
 use fedsim::topology::server::sample;
 use fedsim::topology::{self, FederationError, GroupSetup, Plan, ServerSetup, Start};
-use fedsim::trainer::{Answer, ClientFailure, ClientTrainer, EchoTrainer, InjectedFaults, Job};
+use fedsim::trainer::{
+    Answer, ClientFailure, ClientStates, ClientTrainer, EchoTrainer, InjectedFaults, Job,
+};
 use proptest::prelude::*;
 
 /// How long a case may take before it counts as hung: each takes milliseconds.
@@ -206,6 +208,7 @@ impl Case {
                 start: Start::default(),
                 initial_model: vec![0.25; PARAMS],
                 strategy,
+                client_states: Arc::new(ClientStates::new(self.num_clients)),
                 evaluator: None,
             },
             topology: self.topology(),
@@ -216,6 +219,7 @@ impl Case {
             },
             groups,
             scheduler_panics,
+            edge_aggregation: StrategyConfig::default().edge_aggregation(),
             stop,
         }
     }
@@ -264,10 +268,10 @@ struct Recording {
 }
 
 impl Aggregation for Recording {
-    fn aggregate(&mut self, global: &[f32], updates: &[Update]) -> Vec<f32> {
+    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
         let mut seen = self.seen.lock().unwrap();
         seen.extend(updates.iter().map(|u| (u.round, u.clients.clone())));
-        FedAvg.aggregate(global, updates)
+        FedAvg.aggregate(round, global, updates)
     }
 }
 
@@ -433,6 +437,7 @@ fn downlink_bytes(clients: usize) -> u64 {
         edge_round: 0,
         clients: vec![0; clients],
         model: Arc::from(vec![0.0f32; PARAMS]),
+        extras: Tensors::new(),
         deadline: None,
     })
 }
@@ -443,7 +448,9 @@ fn uplink_bytes(clients: usize) -> u64 {
         clients: vec![0; clients],
         num_samples: 1,
         train_loss: 0.0,
+        steps: 0,
         params: vec![0.0; PARAMS],
+        extras: Tensors::new(),
     }))
 }
 

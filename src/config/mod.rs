@@ -27,6 +27,8 @@ pub use topology::{
 use crate::backend::BackendKind;
 use crate::data::Normalization;
 use crate::model::ModelKind;
+use crate::strategy::EdgeAggregation;
+pub use crate::strategy::StrategyConfig;
 
 /// A whole experiment: data, model, federation, local training and evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,7 +50,8 @@ pub struct ExperimentConfig {
     pub federation: FederationConfig,
     /// Local training on each sampled client.
     pub client: ClientConfig,
-    /// How the server turns client updates into the next global model.
+    /// The FL algorithm and its parameters: `{"name": "fedavg"}` (the default), or any name
+    /// `fedsim strategies` lists.
     #[serde(default)]
     pub strategy: StrategyConfig,
     /// The shape of the federation tree. Default: flat.
@@ -143,23 +146,6 @@ fn one() -> u32 {
 
 fn default_batch_size() -> usize {
     32
-}
-
-/// The server's aggregation rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StrategyConfig {
-    /// Strategy name: `"fedavg"` (the default).
-    pub name: StrategyKind,
-}
-
-/// Aggregation strategies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StrategyKind {
-    /// Sample-weighted mean of the client models (McMahan et al., 2017).
-    #[default]
-    FedAvg,
 }
 
 /// Evaluation of the global model on the test set.
@@ -542,6 +528,12 @@ impl ExperimentConfig {
                 ),
             }
         }
+        for (field, message) in self.strategy.problems(fed.clients_per_round) {
+            check(false, &format!("strategy.{field}"), message);
+        }
+        if let Some((path, message)) = self.edge_aggregation_problem() {
+            check(false, path, message);
+        }
         let sections = [
             self.topology.problems(fed.num_clients),
             self.network.problems(fed.num_clients),
@@ -551,6 +543,39 @@ impl ExperimentConfig {
             check(false, &path, message);
         }
         errors
+    }
+}
+
+impl ExperimentConfig {
+    /// Why the strategy cannot run under aggregating schedulers as configured, if it cannot.
+    fn edge_aggregation_problem(&self) -> Option<(&'static str, String)> {
+        let TopologyConfig::Hierarchical {
+            mode: SchedulerMode::Aggregate,
+            edge_rounds,
+            ..
+        } = self.topology
+        else {
+            return None;
+        };
+        let name = self.strategy.name();
+        match self.strategy.edge_aggregation() {
+            EdgeAggregation::Unsupported(reason) => Some((
+                "strategy.name",
+                format!(
+                    "{name:?} cannot run under aggregating schedulers ({reason}); use topology.mode \"relay\" or the flat topology"
+                ),
+            )),
+            EdgeAggregation::Mean {
+                several_edge_rounds: false,
+                ..
+            } if edge_rounds > 1 => Some((
+                "topology.edge_rounds",
+                format!(
+                    "is {edge_rounds}; {name:?} sends more than a model up, so an aggregating scheduler can run only 1 edge round"
+                ),
+            )),
+            EdgeAggregation::Mean { .. } => None,
+        }
     }
 }
 

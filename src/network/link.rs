@@ -232,6 +232,7 @@ mod tests {
             edge_round: 0,
             clients: vec![client],
             model: Arc::from(vec![0.0f32; 249_993]),
+            extras: Default::default(),
             deadline: None,
         };
         // 16 + 8 + 4 + 4 * 249,993 = 1,000,000 bytes: one second at 8 Mbit/s, plus 20 ms.

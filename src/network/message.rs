@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::Tensors;
+
 /// A client's id: its index in the partition.
 pub type ClientId = usize;
 
@@ -51,8 +53,12 @@ pub struct Update {
     pub num_samples: usize,
     /// Mean local training loss over those samples.
     pub train_loss: f64,
+    /// Local SGD steps taken (summed over the clients of a partial aggregate).
+    pub steps: u32,
     /// Model parameters, laid out like the global model.
     pub params: Vec<f32>,
+    /// Tensors the algorithm sends up beside the model (SCAFFOLD's control variate change).
+    pub extras: Tensors,
 }
 
 impl Update {
@@ -66,9 +72,9 @@ impl Update {
         loss_sum / samples.max(1) as f64
     }
 
-    /// One update standing for `parts` (sorted by client), with `params` as its model: their
-    /// clients, their total samples and their mean loss.
-    pub fn combined(round: u32, parts: &[Update], params: Vec<f32>) -> Update {
+    /// One update standing for `parts` (sorted by client), with `params` and `extras` as its
+    /// tensors: their clients, their total samples and steps, and their mean loss.
+    pub fn combined(round: u32, parts: &[Update], params: Vec<f32>, extras: Tensors) -> Update {
         Update {
             round,
             clients: parts
@@ -77,7 +83,9 @@ impl Update {
                 .collect(),
             num_samples: parts.iter().map(|u| u.num_samples).sum(),
             train_loss: Update::mean_loss(parts),
+            steps: parts.iter().map(|u| u.steps).sum(),
             params,
+            extras,
         }
     }
 }
@@ -138,6 +146,8 @@ pub enum Message {
         clients: Vec<ClientId>,
         /// The model's parameters.
         model: Arc<[f32]>,
+        /// Tensors the algorithm sends down beside the model (SCAFFOLD's control variate).
+        extras: Tensors,
         /// Simulated time by which the round's updates must reach the server, if any.
         deadline: Option<f64>,
     },
@@ -184,13 +194,21 @@ impl Message {
 
     /// Bytes this message would take on a network: the header plus its payload (four bytes
     /// per parameter or client id, eight per time or id-and-reason pair, sixteen per sample
-    /// count plus loss, one per byte of text). A `Dropped` never carries error texts: failed
+    /// count, step count and loss, one per byte of text, and four per extra tensor's name plus
+    /// four per value). A `Dropped` never carries error texts: failed
     /// clients travel as `ClientFailed`, and only the server turns them into dropped ones.
     pub fn wire_bytes(&self) -> u64 {
         let payload = match self {
             Message::SetUp { clients } => 16 * clients.len(),
-            Message::Downlink { clients, model, .. } => 8 + 4 * clients.len() + 4 * model.len(),
-            Message::Uplink(update) => 16 + 4 * update.clients.len() + 4 * update.params.len(),
+            Message::Downlink {
+                clients,
+                model,
+                extras,
+                ..
+            } => 8 + 4 * clients.len() + 4 * model.len() + extras.wire_bytes(),
+            Message::Uplink(update) => {
+                16 + 4 * update.clients.len() + 4 * update.params.len() + update.extras.wire_bytes()
+            }
             Message::Dropped { clients, .. } => 8 * clients.len(),
             Message::ClientFailed { path, error, .. } => 4 + 4 * path.len() + error.len(),
             Message::Exit | Message::ExitAck => 0,
@@ -236,9 +254,10 @@ mod tests {
             edge_round: 0,
             clients: vec![3, 4],
             model: Arc::from(vec![0.0f32; 1000]),
+            extras: Tensors::new().with("control", vec![0.0; 1000]),
             deadline: None,
         };
-        assert_eq!(message.wire_bytes(), HEADER_BYTES + 8 + 8 + 4000);
+        assert_eq!(message.wire_bytes(), HEADER_BYTES + 8 + 8 + 4000 + 4004);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The records a run produces: one per round, and a summary at the end.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::network::{ClientId, Dropped, Traffic};
@@ -70,6 +72,9 @@ pub struct RoundRecord {
     pub test_accuracy: Option<f64>,
     /// Test loss of the new global model, when this round was evaluated.
     pub test_loss: Option<f64>,
+    /// The strategy's own numbers for the round (FedAdam's step norm, Krum's choice).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub strategy: BTreeMap<String, f64>,
     /// Messages and bytes per tier of links, server tier first.
     pub traffic: Vec<TierTraffic>,
     /// Simulated seconds the round took: the slowest counted path down the tree, through
@@ -104,6 +109,10 @@ pub struct Summary {
     pub num_params: usize,
     /// SHA-256 of the final model's parameters (little-endian `f32`), to compare runs.
     pub final_model_sha256: String,
+    /// Bytes of memory the clients' states took at the end (SCAFFOLD's control variates,
+    /// FedDyn's gradients; 0 for algorithms whose clients keep nothing).
+    #[serde(default)]
+    pub client_state_bytes: u64,
     /// Real time the rounds took, in seconds.
     pub wall_seconds: f64,
 }
@@ -133,6 +142,7 @@ impl Summary {
             sim_time_s: last.sim_time_s,
             num_params: model.len(),
             final_model_sha256: model_sha256(model),
+            client_state_bytes: 0,
             wall_seconds: records.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0,
         }
     }

@@ -138,6 +138,7 @@ impl ClientGroup {
                         edge_round,
                         clients,
                         model,
+                        extras,
                         ..
                     } => {
                         for client in clients {
@@ -146,6 +147,7 @@ impl ClientGroup {
                                 edge_round,
                                 client,
                                 model: model.clone(),
+                                extras: extras.clone(),
                             };
                             parent_open &= self.start(job, envelope.at, &done_tx);
                         }

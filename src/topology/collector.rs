@@ -216,7 +216,9 @@ mod tests {
             clients,
             num_samples: 10,
             train_loss: 0.5,
+            steps: 1,
             params: vec![1.0],
+            extras: Default::default(),
         })
     }
 

@@ -24,6 +24,7 @@ use crate::config::{NetworkConfig, TopologyConfig};
 use crate::network::{ClientId, Link, LinkProfiles, NodeId};
 use crate::report::TierTraffic;
 use crate::stop::StopSignal;
+use crate::strategy::EdgeAggregation;
 use crate::trainer::{ClientTrainer, panic_message};
 
 /// Why a federation stopped before its last round.
@@ -138,6 +139,8 @@ pub struct Plan {
     pub groups: Vec<GroupSetup>,
     /// Rounds in which each scheduler panics (fault injection), by scheduler index.
     pub scheduler_panics: HashMap<usize, Vec<u32>>,
+    /// How aggregating schedulers combine their groups' updates, as the strategy allows.
+    pub edge_aggregation: EdgeAggregation,
     /// Asks the federation to stop early.
     pub stop: StopSignal,
 }
@@ -200,6 +203,7 @@ pub fn run<E>(
                         index,
                         mode: *mode,
                         edge_rounds: *edge_rounds,
+                        edge: plan.edge_aggregation.clone(),
                         server_link: plan.network.server_link,
                         panic_rounds: plan
                             .scheduler_panics

@@ -5,15 +5,16 @@
 //! (`Exit` travels down, `ExitAck` up).
 //!
 //! In relay mode the client connector hands each client its own downlink and forwards every
-//! update up as it arrives. In aggregate mode it runs `edge_rounds` rounds of FedAvg over its
-//! group (HierFAVG's edge aggregation) and sends one partial aggregate up, weighted by its
-//! total sample count.
+//! update up as it arrives. In aggregate mode it runs `edge_rounds` rounds over its group,
+//! each ending in the mean the strategy allows (HierFAVG's edge aggregation: the
+//! sample-weighted mean of the models, plus the strategy's extra tensors), and sends the last
+//! one up as a partial aggregate, weighted by its total sample count.
 
 use std::sync::Arc;
 
 use crate::config::{FailurePolicy, SchedulerMode};
-use crate::network::{ClientId, Envelope, LinkEnd, LinkProfile, Message, NodeId, Update};
-use crate::strategy::{FedAvg, Strategy};
+use crate::network::{ClientId, Envelope, LinkEnd, LinkProfile, Message, NodeId, Tensors, Update};
+use crate::strategy::{self, EdgeAggregation};
 
 use super::FederationError;
 use super::collector::{Failure, RoundCollector, RoundOutcome};
@@ -28,6 +29,9 @@ pub struct SchedulerSetup {
     pub mode: SchedulerMode,
     /// Edge rounds per round, in aggregate mode.
     pub edge_rounds: u32,
+    /// How the strategy lets this scheduler combine its group's updates, in aggregate mode
+    /// (validation has ruled out strategies that do not allow it).
+    pub edge: EdgeAggregation,
     /// The link to the server, to know how early a partial aggregate must leave to meet a
     /// deadline.
     pub server_link: LinkProfile,
@@ -143,6 +147,15 @@ impl ServerConnector {
     }
 }
 
+/// What came down for a round: the model (replaced by each edge round's mean), the extra
+/// tensors and the deadline.
+struct Down {
+    round: u32,
+    model: Arc<[f32]>,
+    extras: Tensors,
+    deadline: Option<f64>,
+}
+
 /// The scheduler's lower half: serves its client group as the server would.
 pub struct ClientConnector {
     node: NodeId,
@@ -176,6 +189,7 @@ impl ClientConnector {
                             round,
                             clients,
                             model,
+                            extras,
                             deadline,
                             ..
                         },
@@ -184,12 +198,16 @@ impl ClientConnector {
                     if self.setup.panic_rounds.contains(&round) {
                         panic!("injected panic");
                     }
+                    let down = Down {
+                        round,
+                        model,
+                        extras,
+                        deadline,
+                    };
                     match self.setup.mode {
-                        SchedulerMode::Relay => {
-                            self.relay_down(round, clients, model, deadline, at)?
-                        }
+                        SchedulerMode::Relay => self.relay_down(&down, clients, at)?,
                         SchedulerMode::Aggregate => {
-                            if !self.aggregate_round(round, &clients, model, deadline, at)? {
+                            if !self.aggregate_round(down, &clients, at)? {
                                 return self.shut_down();
                             }
                         }
@@ -206,14 +224,12 @@ impl ClientConnector {
 
     fn relay_down(
         &self,
-        round: u32,
+        down: &Down,
         clients: Vec<ClientId>,
-        model: Arc<[f32]>,
-        deadline: Option<f64>,
         at: f64,
     ) -> Result<(), FederationError> {
         for client in clients {
-            self.send_down(round, 0, client, &model, deadline, at)?;
+            self.send_down(down, 0, client, at)?;
         }
         Ok(())
     }
@@ -225,28 +241,37 @@ impl ClientConnector {
     /// run is over. Returns false if the server is stopping the run (`Exit` arrived).
     fn aggregate_round(
         &self,
-        round: u32,
+        mut down: Down,
         clients: &[ClientId],
-        model: Arc<[f32]>,
-        deadline: Option<f64>,
         arrived: f64,
     ) -> Result<bool, FederationError> {
-        // The partial aggregate must leave early enough to cross the server link in time.
-        let cutoff = deadline.map(|d| {
+        let round = down.round;
+        // The partial aggregate must leave early enough to cross the server link in time. Its
+        // extra tensors are taken to be as large as those that came down (as SCAFFOLD's are).
+        let cutoff = down.deadline.map(|d| {
             let aggregate_bytes = Message::Uplink(Update {
                 round,
                 clients: clients.to_vec(),
                 num_samples: 0,
                 train_loss: 0.0,
-                params: vec![0.0; model.len()],
+                steps: 0,
+                params: vec![0.0; down.model.len()],
+                extras: down.extras.clone(),
             })
             .wire_bytes();
             d - self.setup.server_link.transfer_seconds(aggregate_bytes)
         });
-        let (mut model, mut now) = (model, arrived);
+        let sums = match &self.setup.edge {
+            EdgeAggregation::Mean { sums, .. } => *sums,
+            EdgeAggregation::Unsupported(reason) => {
+                unreachable!("validation rejects edge aggregation here: {reason}")
+            }
+        };
+        let mut now = arrived;
         let mut taking_part = clients.to_vec();
         let mut failures = Vec::new();
         let mut last = RoundOutcome::default();
+        let mut partial = None;
         for edge_round in 0..self.setup.edge_rounds {
             // Only `Exit` can come down during a round: the server is stopping, so start no
             // more work.
@@ -257,7 +282,7 @@ impl ClientConnector {
                 break;
             }
             for &client in &taking_part {
-                self.send_down(round, edge_round, client, &model, deadline, now)?;
+                self.send_down(&down, edge_round, client, now)?;
             }
             let collector = RoundCollector::new(self.node, round, &taking_part, now, cutoff);
             let Some(mut outcome) = collector.collect(|| self.next_from_group())? else {
@@ -265,7 +290,9 @@ impl ClientConnector {
             };
             now = outcome.finished;
             if !outcome.updates.is_empty() {
-                model = FedAvg.aggregate(&model, &outcome.updates).into();
+                let combined = strategy::combine(round, &outcome.updates, sums);
+                down.model = combined.params.as_slice().into();
+                partial = Some(combined);
             }
             taking_part.retain(|c| outcome.failures.iter().all(|f| f.client != *c));
             failures.append(&mut outcome.failures);
@@ -274,7 +301,9 @@ impl ClientConnector {
                 break;
             }
         }
-        self.report_up(round, last, failures, &model, now);
+        // The partial aggregate stands for the last edge round's clients only.
+        let partial = partial.filter(|_| !last.updates.is_empty());
+        self.report_up(round, last, failures, partial, now);
         Ok(true)
     }
 
@@ -285,7 +314,7 @@ impl ClientConnector {
         round: u32,
         last: RoundOutcome,
         failures: Vec<Failure>,
-        model: &[f32],
+        partial: Option<Update>,
         now: f64,
     ) {
         for failure in failures {
@@ -304,8 +333,7 @@ impl ClientConnector {
             };
             self.queue_up(dropped, now);
         }
-        if !last.updates.is_empty() {
-            let partial = Update::combined(round, &last.updates, model.to_vec());
+        if let Some(partial) = partial {
             self.queue_up(Message::Uplink(partial), now);
         }
     }
@@ -326,19 +354,18 @@ impl ClientConnector {
 
     fn send_down(
         &self,
-        round: u32,
+        down: &Down,
         edge_round: u32,
         client: ClientId,
-        model: &Arc<[f32]>,
-        deadline: Option<f64>,
         at: f64,
     ) -> Result<(), FederationError> {
         let downlink = Message::Downlink {
-            round,
+            round: down.round,
             edge_round,
             clients: vec![client],
-            model: model.clone(),
-            deadline,
+            model: down.model.clone(),
+            extras: down.extras.clone(),
+            deadline: down.deadline,
         };
         self.child.send(downlink, at).map_err(|_| self.group_lost())
     }

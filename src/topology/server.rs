@@ -11,12 +11,13 @@ use crate::backend::BackendKind;
 use crate::config::{EvalConfig, FailurePolicy};
 use crate::data::Dataset;
 use crate::model::ModelKind;
-use crate::network::{ClientId, Envelope, LinkEnd, Message, NodeId, Update};
+use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors, Update};
 use crate::report::RoundRecord;
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
-use crate::strategy::Strategy;
+use crate::strategy::{Round, Strategy};
 use crate::train::{Evaluation, evaluate};
+use crate::trainer::ClientStates;
 
 use super::collector::{RoundCollector, RoundOutcome};
 use super::{FederationError, TrafficMeter};
@@ -37,8 +38,10 @@ pub struct ServerSetup {
     pub start: Start,
     /// The global model to start from: the initial model, or a checkpoint's.
     pub initial_model: Vec<f32>,
-    /// The aggregation rule.
+    /// The server half of the algorithm, with its state where the run starts.
     pub strategy: Box<dyn Strategy>,
+    /// The clients' states, which the server reads between rounds for checkpoints.
+    pub client_states: Arc<ClientStates>,
     /// How the global model is evaluated; `None` never evaluates (to time the tree alone).
     pub evaluator: Option<Evaluator>,
 }
@@ -59,6 +62,10 @@ pub struct RoundEnd {
     pub record: RoundRecord,
     /// The global model after the round, for checkpoints.
     pub model: Arc<[f32]>,
+    /// The strategy's state after the round, for checkpoints.
+    pub strategy_state: Tensors,
+    /// The state of every client that has one after the round, for checkpoints.
+    pub client_states: Vec<(ClientId, Tensors)>,
 }
 
 /// Evaluation of the global model on a test set.
@@ -132,6 +139,8 @@ pub struct Server {
 struct Roster {
     /// All clients, in id order.
     ids: Vec<ClientId>,
+    /// All clients with their sample counts, in id order.
+    clients: Vec<ClientInfo>,
     /// Index in `children` of the child each client sits under.
     child_of: HashMap<ClientId, usize>,
 }
@@ -173,6 +182,7 @@ impl Server {
     fn await_set_up(&mut self) -> Result<Roster, FederationError> {
         let mut roster = Roster {
             ids: Vec::new(),
+            clients: Vec::new(),
             child_of: HashMap::new(),
         };
         for _ in 0..self.children.len() {
@@ -183,11 +193,13 @@ impl Server {
                         .child_of
                         .extend(clients.iter().map(|c| (c.id, child)));
                     roster.ids.extend(clients.iter().map(|c| c.id));
+                    roster.clients.extend(clients);
                 }
                 other => return Err(protocol(format!("expected SetUp, got {}", other.code()))),
             }
         }
         roster.ids.sort_unstable();
+        roster.clients.sort_unstable_by_key(|c| c.id);
         Ok(roster)
     }
 
@@ -202,6 +214,9 @@ impl Server {
             let end = RoundEnd {
                 record,
                 model: global.clone(),
+                strategy_state: self.setup.strategy.state(),
+                // Every job of the round has finished and none of the next has started.
+                client_states: self.setup.client_states.snapshot(),
             };
             self.outcomes
                 .send(end)
@@ -228,16 +243,23 @@ impl Server {
             &roster.ids,
             self.setup.clients_per_round,
         );
-        self.send_downlinks(round, &sampled, roster, &global, deadline)?;
+        let extras = self.setup.strategy.downlink();
+        self.send_downlinks(round, &sampled, roster, (&global, &extras), deadline)?;
         let collected = self.collect(round, &sampled, deadline)?;
         self.now = collected.finished;
-        let global: Arc<[f32]> = if collected.updates.is_empty() {
-            global
+        let (global, metrics): (Arc<[f32]>, _) = if collected.updates.is_empty() {
+            (global, Default::default())
         } else {
-            self.setup
+            let context = Round {
+                number: round,
+                roster: &roster.clients,
+                sampled: &sampled,
+            };
+            let aggregate = self
+                .setup
                 .strategy
-                .aggregate(&global, &collected.updates)
-                .into()
+                .aggregate(&context, &global, &collected.updates);
+            (aggregate.model.into(), aggregate.metrics)
         };
         let evaluation = self
             .setup
@@ -253,6 +275,7 @@ impl Server {
                 .then(|| Update::mean_loss(&collected.updates)),
             test_accuracy: evaluation.map(|e| e.accuracy),
             test_loss: evaluation.map(|e| e.loss),
+            strategy: metrics,
             traffic: self.traffic.since(&traffic_before),
             sim_round_s: self.now - round_start,
             sim_time_s: self.now,
@@ -261,14 +284,15 @@ impl Server {
         Ok((global, record))
     }
 
-    /// Sends the round's model down: to a client group one downlink per sampled client (each
-    /// client downloads its own copy), to a scheduler one listing its sampled clients.
+    /// Sends the round's model and extra tensors down: to a client group one downlink per
+    /// sampled client (each client downloads its own copy), to a scheduler one listing its
+    /// sampled clients.
     fn send_downlinks(
         &self,
         round: u32,
         sampled: &[ClientId],
         roster: &Roster,
-        model: &Arc<[f32]>,
+        (model, extras): (&Arc<[f32]>, &Tensors),
         deadline: Option<f64>,
     ) -> Result<(), FederationError> {
         let mut per_child = vec![Vec::new(); self.children.len()];
@@ -289,6 +313,7 @@ impl Server {
                     edge_round: 0,
                     clients,
                     model: model.clone(),
+                    extras: extras.clone(),
                     deadline,
                 };
                 child

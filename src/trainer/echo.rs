@@ -76,7 +76,9 @@ impl ClientTrainer for EchoTrainer {
                     clients: vec![client],
                     num_samples: shared.num_samples[client],
                     train_loss: 0.0,
+                    steps: 1,
                     params: job.model.to_vec(),
+                    extras: Default::default(),
                 })
             });
             shared

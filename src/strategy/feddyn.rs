@@ -1,0 +1,176 @@
+//! FedDyn: Acar et al. (2021), "Federated Learning Based on Dynamic Regularization",
+//! Algorithm 1. Each client adds a linear and a quadratic term to its loss so that, at a
+//! fixed point, its local optimum is the global one; the server keeps the running mean `h`
+//! of the clients' changes:
+//!
+//! ```text
+//! client k, from θ:   θ_k = argmin L_k(θ') - <∇L_k(θ_k^{prev}), θ'> + α/2 |θ' - θ|²
+//!                     so each step uses   ∇L_k(θ') - ∇L_k(θ_k^{prev}) + α (θ' - θ)
+//!                     ∇L_k(θ_k) ← ∇L_k(θ_k^{prev}) - α (θ_k - θ)       (kept by the client)
+//! server:             h ← h - α/m Σ_{k∈P} (θ_k - θ)                      (m: all clients)
+//!                     θ ← (1/|P|) Σ_{k∈P} θ_k - h / α
+//! ```
+//!
+//! The client's gradient memory starts at zero. Clients count equally, as in the paper.
+
+use serde::{Deserialize, Serialize};
+
+use super::vector::{squared_norm, weighted_sum};
+use super::{Aggregate, ClientAlgorithm, ClientView, Objective, Round, Strategy, Trained};
+use crate::network::{Tensors, Update};
+
+/// The client state: its last gradient `∇L_k(θ_k)`.
+const GRADIENT: &str = "gradient";
+/// The server state `h`.
+const H: &str = "h";
+
+/// FedDyn's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// Regularisation weight `α`.
+    pub alpha: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self { alpha: 0.01 }
+    }
+}
+
+/// What each parameter means, for `fedsim strategies`.
+pub const DOCS: &[(&str, &str)] = &[("alpha", "dynamic regularisation weight α (> 0)")];
+
+impl Params {
+    /// The rules these values break, as (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        if self.alpha > 0.0 && self.alpha.is_finite() {
+            Vec::new()
+        } else {
+            vec![(
+                "alpha",
+                format!("is {}; must be greater than 0", self.alpha),
+            )]
+        }
+    }
+}
+
+/// The server half.
+#[derive(Debug, Clone)]
+pub struct FedDyn {
+    alpha: f32,
+    /// `h`, the mean of the clients' changes (zero at the start).
+    h: Vec<f32>,
+}
+
+impl FedDyn {
+    /// A server with `h = 0` for a model of `num_params` values.
+    pub fn new(params: Params, num_params: usize) -> Self {
+        Self {
+            alpha: params.alpha as f32,
+            h: vec![0.0; num_params],
+        }
+    }
+}
+
+impl Strategy for FedDyn {
+    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
+        let taking_part = updates.len() as f32;
+        let mut change_terms: Vec<(&[f32], f32)> =
+            updates.iter().map(|u| (u.params.as_slice(), 1.0)).collect();
+        change_terms.push((global, -taking_part));
+        let change_sum = weighted_sum(&change_terms);
+        let step = -self.alpha / round.roster.len() as f32;
+        self.h = weighted_sum(&[(&self.h, 1.0), (&change_sum, step)]);
+        let mut model_terms: Vec<(&[f32], f32)> = updates
+            .iter()
+            .map(|u| (u.params.as_slice(), 1.0 / taking_part))
+            .collect();
+        model_terms.push((&self.h, -1.0 / self.alpha));
+        Aggregate::model(weighted_sum(&model_terms)).with("h_norm", squared_norm(&self.h).sqrt())
+    }
+
+    fn state(&self) -> Tensors {
+        Tensors::new().with(H, self.h.clone())
+    }
+
+    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+        self.h = state.get(H).ok_or("no \"h\" saved")?.to_vec();
+        Ok(())
+    }
+}
+
+/// The client half: the dynamic regulariser and the client's gradient memory.
+#[derive(Debug, Clone, Copy)]
+pub struct FedDynClient {
+    /// `α`.
+    pub alpha: f32,
+}
+
+impl ClientAlgorithm for FedDynClient {
+    fn objective(&self, _view: &ClientView<'_>, state: Option<&Tensors>) -> Objective {
+        Objective {
+            proximal: Some(self.alpha),
+            linear: state.map(|s| s.expect(GRADIENT).iter().map(|g| -g).collect()),
+        }
+    }
+
+    fn finish(
+        &self,
+        view: &ClientView<'_>,
+        state: &mut Option<Tensors>,
+        trained: &Trained<'_>,
+    ) -> Tensors {
+        let old = state.as_ref().map(|s| s.expect(GRADIENT));
+        let gradient: Vec<f32> = view
+            .global
+            .iter()
+            .zip(trained.params)
+            .enumerate()
+            .map(|(i, (&x, &y))| old.map_or(0.0, |g| g[i]) - self.alpha * (y - x))
+            .collect();
+        *state = Some(Tensors::new().with(GRADIENT, gradient));
+        Tensors::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{round, update};
+    use super::*;
+
+    #[test]
+    fn server_step_matches_the_hand_computation() {
+        // α = 0.5, ten clients, θ = 1; two clients return 2 and 4 (changes 1 and 3).
+        // h = 0 - 0.5/10 * 4 = -0.2;  θ = 3 - (-0.2) / 0.5 = 3.4.
+        let mut server = FedDyn::new(Params { alpha: 0.5 }, 1);
+        let updates = [update(0, 10, vec![2.0]), update(1, 99, vec![4.0])];
+        let next = server.aggregate(&round(), &[1.0], &updates);
+        assert!((server.h[0] + 0.2).abs() < 1e-7);
+        assert!((next.model[0] - 3.4).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_client_remembers_its_gradient() {
+        // α = 0.5, θ = 1, trained to 3: ∇ = 0 - 0.5 * 2 = -1, then the linear term is +1.
+        let client = FedDynClient { alpha: 0.5 };
+        let downlink = Tensors::new();
+        let view = ClientView {
+            round: 1,
+            client: 0,
+            global: &[1.0],
+            downlink: &downlink,
+            lr: 0.1,
+        };
+        let mut state = None;
+        let trained = Trained {
+            params: &[3.0],
+            steps: 4,
+            loss_at_global: None,
+        };
+        client.finish(&view, &mut state, &trained);
+        let objective = client.objective(&view, state.as_ref());
+        assert_eq!(objective.linear, Some(vec![1.0]));
+        assert_eq!(objective.proximal, Some(0.5));
+    }
+}

@@ -1,0 +1,58 @@
+//! FedProx: Li et al. (2020), "Federated Optimization in Heterogeneous Networks". Each client
+//! minimises its loss plus a proximal term that keeps it near the global model `x`:
+//!
+//! ```text
+//! h_k(w) = F_k(w) + μ/2 |w - x|²      so each step uses   ∇F_k(w) + μ (w - x)
+//! ```
+//!
+//! The server averages as FedAvg does. With `μ = 0` the term adds nothing, and FedProx is
+//! FedAvg to the bit (the correction is still computed, so a test of it checks the hook).
+
+use serde::{Deserialize, Serialize};
+
+use super::{ClientAlgorithm, ClientView, Objective};
+use crate::network::Tensors;
+
+/// FedProx's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// Proximal weight `μ`.
+    pub mu: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self { mu: 0.01 }
+    }
+}
+
+/// What each parameter means, for `fedsim strategies`.
+pub const DOCS: &[(&str, &str)] = &[("mu", "proximal weight μ (≥ 0); 0 gives FedAvg")];
+
+impl Params {
+    /// The rules these values break, as (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        if self.mu >= 0.0 && self.mu.is_finite() {
+            Vec::new()
+        } else {
+            vec![("mu", format!("is {}; must be at least 0", self.mu))]
+        }
+    }
+}
+
+/// The client half: SGD on the loss plus the proximal term.
+#[derive(Debug, Clone, Copy)]
+pub struct ProximalClient {
+    /// `μ`.
+    pub mu: f32,
+}
+
+impl ClientAlgorithm for ProximalClient {
+    fn objective(&self, _view: &ClientView<'_>, _state: Option<&Tensors>) -> Objective {
+        Objective {
+            proximal: Some(self.mu),
+            linear: None,
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! SCAFFOLD: Karimireddy et al. (2020), "SCAFFOLD: Stochastic Controlled Averaging for
+//! Federated Learning", Algorithm 1 with option II control variates.
+//!
+//! The server keeps a control variate `c`, each client `i` its own `c_i` (zero before its first
+//! round). Both travel with the model, so SCAFFOLD's traffic is twice FedAvg's:
+//!
+//! ```text
+//! client i, from x and c:   K steps of  y ← y - η_l (g_i(y) - c_i + c)
+//!                           c_i⁺ = c_i - c + (x - y) / (K η_l)           (option II)
+//!                           sends y and Δc_i = c_i⁺ - c_i;  keeps c_i⁺
+//! server:                   x ← x + η_g (ȳ - x)
+//!                           c ← c + (1/N) Σ_{i∈S} Δc_i                 (N: all clients)
+//! ```
+//!
+//! `ȳ` is the sample-weighted mean of the client models, as in FedAvg (the paper's analysis
+//! weighs clients equally; they coincide on balanced clients), computed as
+//! `η_g ȳ + (1 - η_g) x` so that with `η_g = 1` the model step is FedAvg's to the bit. In the
+//! first round every control variate is zero, so that round is FedAvg's too.
+
+use serde::{Deserialize, Serialize};
+
+use super::vector::{Weight, combination, mean_params, squared_norm, sum_extra, weighted_sum};
+use super::{Aggregate, ClientAlgorithm, ClientView, Objective, Round, Strategy, Trained};
+use crate::network::{Tensors, Update};
+
+/// The downlink tensor holding the server's control variate `c`.
+pub const CONTROL: &str = "control";
+/// The uplink tensor holding a client's control variate change `Δc_i`.
+pub const CONTROL_DELTA: &str = "control_delta";
+
+/// SCAFFOLD's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// Global step size `η_g`.
+    pub server_lr: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self { server_lr: 1.0 }
+    }
+}
+
+/// What each parameter means, for `fedsim strategies`.
+pub const DOCS: &[(&str, &str)] = &[(
+    "server_lr",
+    "global step size η_g (> 0); the local one is client.lr",
+)];
+
+impl Params {
+    /// The rules these values break, as (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        if self.server_lr > 0.0 && self.server_lr.is_finite() {
+            Vec::new()
+        } else {
+            vec![(
+                "server_lr",
+                format!("is {}; must be greater than 0", self.server_lr),
+            )]
+        }
+    }
+}
+
+/// The server half: the model step and the server control variate.
+#[derive(Debug, Clone)]
+pub struct Scaffold {
+    params: Params,
+    /// The server control variate `c`.
+    control: Vec<f32>,
+}
+
+impl Scaffold {
+    /// A server whose control variate is zero, for a model of `num_params` values.
+    pub fn new(params: Params, num_params: usize) -> Self {
+        Self {
+            params,
+            control: vec![0.0; num_params],
+        }
+    }
+}
+
+impl Strategy for Scaffold {
+    fn downlink(&self) -> Tensors {
+        Tensors::new().with(CONTROL, self.control.clone())
+    }
+
+    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
+        let lr = self.params.server_lr as f32;
+        let mean = mean_params(updates, Weight::Samples);
+        let model = combination(&[(&mean, lr), (global, 1.0 - lr)]);
+        let delta_sum = sum_extra(updates, CONTROL_DELTA);
+        let share = (1.0 / round.roster.len() as f64) as f32;
+        self.control = weighted_sum(&[(&self.control, 1.0), (&delta_sum, share)]);
+        Aggregate::model(model).with("control_norm", squared_norm(&self.control).sqrt())
+    }
+
+    fn state(&self) -> Tensors {
+        Tensors::new().with(CONTROL, self.control.clone())
+    }
+
+    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+        self.control = state.get(CONTROL).ok_or("no \"control\" saved")?.to_vec();
+        Ok(())
+    }
+}
+
+/// The client half: corrected steps, and the client control variate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScaffoldClient;
+
+impl ClientAlgorithm for ScaffoldClient {
+    fn objective(&self, view: &ClientView<'_>, state: Option<&Tensors>) -> Objective {
+        let c = view.downlink.expect(CONTROL);
+        let linear = match state.map(|s| s.expect(CONTROL)) {
+            Some(ci) => c.iter().zip(ci).map(|(c, ci)| c - ci).collect(),
+            None => c.to_vec(),
+        };
+        Objective {
+            proximal: None,
+            linear: Some(linear),
+        }
+    }
+
+    fn finish(
+        &self,
+        view: &ClientView<'_>,
+        state: &mut Option<Tensors>,
+        trained: &Trained<'_>,
+    ) -> Tensors {
+        let c = view.downlink.expect(CONTROL);
+        let scale = (1.0 / (f64::from(trained.steps.max(1)) * view.lr)) as f32;
+        let old: Vec<f32> = match state.as_ref() {
+            Some(s) => s.expect(CONTROL).to_vec(),
+            None => vec![0.0; c.len()],
+        };
+        let mut new = Vec::with_capacity(c.len());
+        let mut delta = Vec::with_capacity(c.len());
+        for (((&ci, &c), &x), &y) in old.iter().zip(c).zip(view.global).zip(trained.params) {
+            let updated = ci - c + (x - y) * scale;
+            new.push(updated);
+            delta.push(updated - ci);
+        }
+        *state = Some(Tensors::new().with(CONTROL, new));
+        Tensors::new().with(CONTROL_DELTA, delta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{round, update};
+    use super::*;
+
+    #[test]
+    fn option_two_control_variates_match_the_hand_computation() {
+        // x = 1, y = 0.5 after K = 2 steps of η_l = 0.25: (x - y) / (K η_l) = 1.
+        // c = 0.5 and c_i = 0.25 at the start: the correction is c - c_i = 0.25,
+        // c_i⁺ = 0.25 - 0.5 + 1 = 0.75 and Δc_i = 0.5.
+        let downlink = Tensors::new().with(CONTROL, vec![0.5]);
+        let view = ClientView {
+            round: 2,
+            client: 3,
+            global: &[1.0],
+            downlink: &downlink,
+            lr: 0.25,
+        };
+        let mut state = Some(Tensors::new().with(CONTROL, vec![0.25]));
+        let objective = ScaffoldClient.objective(&view, state.as_ref());
+        assert_eq!(objective.linear, Some(vec![0.25]));
+        let trained = Trained {
+            params: &[0.5],
+            steps: 2,
+            loss_at_global: None,
+        };
+        let up = ScaffoldClient.finish(&view, &mut state, &trained);
+        assert_eq!(up.expect(CONTROL_DELTA), &[0.5]);
+        assert_eq!(state.unwrap().expect(CONTROL), &[0.75]);
+    }
+
+    #[test]
+    fn the_server_moves_its_control_by_the_mean_change_over_all_clients() {
+        // Ten clients in the federation, two report Δc of 1 and 3: c = 0 + 4 / 10.
+        let mut server = Scaffold::new(Params { server_lr: 0.5 }, 1);
+        let mut a = update(0, 10, vec![3.0]);
+        a.extras = Tensors::new().with(CONTROL_DELTA, vec![1.0]);
+        let mut b = update(1, 10, vec![5.0]);
+        b.extras = Tensors::new().with(CONTROL_DELTA, vec![3.0]);
+        let next = server.aggregate(&round(), &[0.0], &[a, b]);
+        // x = 0 + 0.5 * (4 - 0) = 2.
+        assert_eq!(next.model, vec![2.0]);
+        assert!((server.control[0] - 0.4).abs() < 1e-7);
+    }
+}

@@ -1,0 +1,133 @@
+//! Coordinate-wise trimmed mean: Yin, Chen, Ramchandran and Bartlett (2018),
+//! "Byzantine-Robust Distributed Learning: Towards Optimal Statistical Rates". For each
+//! parameter, the `k = ⌊β n⌋` largest and `k` smallest of the `n` client values are removed
+//! and the rest averaged, clients counting equally.
+//!
+//! Since `β < 1/2`, at least one value always remains, whatever number of updates arrives
+//! (with few updates `k` may be 0, and the rule is the plain mean). The kept values are added
+//! in client order, so trim 0 is the plain mean to the bit.
+
+use serde::{Deserialize, Serialize};
+
+use super::vector::coordinatewise;
+use super::{Aggregate, Round, Strategy};
+use crate::network::Update;
+
+/// The trimmed mean's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// Fraction `β` of values trimmed from each end, in `[0, 0.5)`.
+    pub trim: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self { trim: 0.1 }
+    }
+}
+
+/// What each parameter means, for `fedsim strategies`.
+pub const DOCS: &[(&str, &str)] = &[(
+    "trim",
+    "fraction β trimmed from each end of every coordinate, in [0, 0.5)",
+)];
+
+impl Params {
+    /// The rules these values break, as (field, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        if (0.0..0.5).contains(&self.trim) {
+            Vec::new()
+        } else {
+            vec![("trim", format!("is {}; must be in [0, 0.5)", self.trim))]
+        }
+    }
+}
+
+/// The server half.
+#[derive(Debug, Clone, Copy)]
+pub struct TrimmedMean {
+    trim: f64,
+}
+
+impl TrimmedMean {
+    /// A server trimming `params.trim` from each end.
+    pub fn new(params: Params) -> Self {
+        Self { trim: params.trim }
+    }
+}
+
+impl Strategy for TrimmedMean {
+    fn aggregate(&mut self, _round: &Round<'_>, _global: &[f32], updates: &[Update]) -> Aggregate {
+        let n = updates.len();
+        let k = (self.trim * n as f64).floor() as usize;
+        let share = (1.0 / (n - 2 * k) as f64) as f32;
+        let models: Vec<&[f32]> = updates.iter().map(|u| u.params.as_slice()).collect();
+        let model = coordinatewise(&models, |column| trimmed_mean(column, k, share));
+        Aggregate::model(model).with("trimmed_per_side", k as f64)
+    }
+}
+
+/// The mean of `values` without their `k` smallest and `k` largest, the kept values added in
+/// their given order with weight `share` each.
+fn trimmed_mean(values: &mut [f32], k: usize, share: f32) -> f32 {
+    let mut sum = 0.0f32;
+    if k == 0 {
+        for &v in values.iter() {
+            sum += share * v;
+        }
+        return sum;
+    }
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_unstable_by(|&a, &b| values[a].total_cmp(&values[b]).then(a.cmp(&b)));
+    let mut kept = order[k..values.len() - k].to_vec();
+    kept.sort_unstable();
+    for i in kept {
+        sum += share * values[i];
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::FedAvg;
+    use super::super::testing::{round, update};
+    use super::super::vector::{Weight, mean_params};
+    use super::*;
+
+    #[test]
+    fn trims_each_end_of_each_coordinate() {
+        // Five clients, β = 0.2: one value off each end. {1, 2, 3, 4, 100} -> 3,
+        // {-50, 0, 0, 3, 3} -> 1.
+        let values = [
+            (1.0, -50.0),
+            (2.0, 0.0),
+            (3.0, 0.0),
+            (4.0, 3.0),
+            (100.0, 3.0),
+        ];
+        let updates: Vec<Update> = values
+            .iter()
+            .enumerate()
+            .map(|(i, &(a, b))| update(i, 10, vec![a, b]))
+            .collect();
+        let next = TrimmedMean::new(Params { trim: 0.2 }).aggregate(&round(), &[0.0; 2], &updates);
+        assert_eq!(next.model, vec![3.0, 1.0]);
+    }
+
+    #[test]
+    fn trim_zero_with_equal_weights_is_fedavg_to_the_bit() {
+        let updates = [
+            update(0, 25, vec![0.1, 0.2, -0.37]),
+            update(1, 25, vec![1.7, -0.2, 0.3]),
+            update(2, 25, vec![-0.9, 0.01, 2.5]),
+        ];
+        let trimmed =
+            TrimmedMean::new(Params { trim: 0.0 }).aggregate(&round(), &[0.0; 3], &updates);
+        assert_eq!(
+            trimmed.model,
+            FedAvg.aggregate(&round(), &[0.0; 3], &updates).model
+        );
+        assert_eq!(trimmed.model, mean_params(&updates, Weight::Clients));
+    }
+}
