@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use fedsim::config::{FailurePolicy, NetworkConfig, SchedulerMode, TopologyConfig};
+use fedsim::config::{FailurePolicy, NetworkConfig, SchedulerMode, TopologyConfig, WorkPlan};
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{FedAvg, StrategyConfig};
 use fedsim::topology::{self, GroupSetup, Plan, ServerSetup, Start};
@@ -34,7 +34,7 @@ fn plan(topology: TopologyConfig) -> Plan {
         &[SAMPLES; CLIENTS],
         0,
         0.0,
-        1,
+        WorkPlan::fixed(1, 32),
         Arc::new(vec![f64::INFINITY; CLIENTS]),
     );
     Plan {

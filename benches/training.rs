@@ -52,9 +52,11 @@ fn trainer(data: &Arc<Dataset>, model: ModelKind, backend: BackendKind, workers:
             lr: 0.05,
             momentum: 0.0,
             weight_decay: 0.0,
+            work: Default::default(),
         },
         algorithm: Arc::new(PlainClient),
         states: Arc::new(ClientStates::new(CLIENTS_PER_ROUND)),
+        byzantine: None,
         backend,
         faults: InjectedFaults::default(),
         stop: StopSignal::new(),
@@ -69,7 +71,7 @@ fn initial_model(data: &Dataset, model: ModelKind) -> Arc<[f32]> {
         data.num_classes(),
         &BackendKind::Flex.device(),
     );
-    initial_params(&Layout::of(&net), &mut stream(0, Purpose::ModelInit, 0, 0)).into()
+    initial_params(&Layout::of(&net), &mut stream(0, Purpose::MODEL_INIT, 0, 0)).into()
 }
 
 /// Trains `clients` clients on `trainer` and waits for all of them.
@@ -80,6 +82,7 @@ fn train_round(trainer: &Trainer, model: &Arc<[f32]>, clients: usize) {
             round: 1,
             edge_round: 0,
             client,
+            steps: SAMPLES_PER_CLIENT.div_ceil(32) as u32,
             model: model.clone(),
             extras: Default::default(),
         };

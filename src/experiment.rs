@@ -19,7 +19,9 @@ use crate::report::{Environment, Manifest, Progress, RoundRecord, RunFolder, Sum
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
 use crate::strategy::Strategy;
-use crate::topology::{self, Evaluator, FederationError, GroupSetup, Plan, ServerSetup, Start};
+use crate::topology::{
+    self, ClientTests, Evaluator, FederationError, GroupSetup, Plan, ServerSetup, Start,
+};
 use crate::trainer::{ClientStates, InjectedFaults, Trainer, TrainerSetup};
 
 /// The run folder's manifest file.
@@ -31,6 +33,10 @@ pub struct Experiment {
     train: Arc<Dataset>,
     test: Arc<Dataset>,
     partition: Arc<Partition>,
+    /// The partition less each client's held-out samples: what clients train on.
+    training: Arc<Partition>,
+    /// Each client's held-out samples (`eval.client_test_fraction`), empty if none.
+    held_out: Arc<Vec<Vec<usize>>>,
     /// The data files read, for the manifest.
     files: Vec<DataFile>,
 }
@@ -53,11 +59,15 @@ impl Experiment {
             DatasetKind::Mnist => mnist::load(&config.data.dir, config.data.normalize)?,
         };
         let partition = partition(&config, &data.train)?;
+        let (training, held_out) =
+            partition.hold_out(config.eval.client_test_fraction, config.seed);
         Ok(Self {
             config,
             train: Arc::new(data.train),
             test: Arc::new(data.test),
             partition: Arc::new(partition),
+            training: Arc::new(training),
+            held_out: Arc::new(held_out),
             files: data.files,
         })
     }
@@ -104,9 +114,13 @@ impl Experiment {
             resumed: Vec::new(),
         };
         folder.write_json(MANIFEST, &manifest)?;
+        let attackers = self.attackers();
+        if !attackers.is_empty() {
+            folder.write_json("attackers.json", &attackers)?;
+        }
         let model = initial_params(
             &self.layout(),
-            &mut stream(config.seed, Purpose::ModelInit, 0, 0),
+            &mut stream(config.seed, Purpose::MODEL_INIT, 0, 0),
         );
         let strategy = self.strategy();
         let start = RunState {
@@ -120,6 +134,14 @@ impl Experiment {
         };
         folder.checkpoint(&start)?;
         self.play(folder, progress, stop, (start, strategy), Vec::new())
+    }
+
+    /// The Byzantine clients, in id order (none without a `byzantine` section).
+    pub fn attackers(&self) -> Vec<ClientId> {
+        let config = &self.config;
+        config.byzantine.as_ref().map_or_else(Vec::new, |b| {
+            b.attackers(config.seed, config.federation.num_clients)
+        })
     }
 
     /// The server half of the experiment's algorithm, as it starts.
@@ -202,6 +224,7 @@ impl Experiment {
         folder.write_json("model-layout.json", &self.layout())?;
         let mut summary = Summary::new(&self.config.name, &rounds, &model);
         summary.client_state_bytes = states.memory_bytes() as u64;
+        summary.attackers = self.attackers();
         folder.write_json("summary.json", &summary)?;
         Ok(RunResult {
             summary,
@@ -227,11 +250,18 @@ impl Experiment {
         let setup = TrainerSetup {
             seed: config.seed,
             data: self.train.clone(),
-            partition: self.partition.clone(),
+            partition: self.training.clone(),
             model: config.model,
             client: config.client.clone(),
             algorithm: config.strategy.client(),
             states: states.clone(),
+            byzantine: config.byzantine.as_ref().map(|b| {
+                let mut attacking = vec![false; config.federation.num_clients];
+                for client in self.attackers() {
+                    attacking[client] = true;
+                }
+                (b.attack, Arc::new(attacking))
+            }),
             backend: config.backend,
             faults: InjectedFaults::new(&config.faults),
             stop: stop.clone(),
@@ -265,6 +295,10 @@ impl Experiment {
                 eval: config.eval,
                 model: config.model,
                 backend: config.backend,
+                clients: (config.eval.client_test_fraction > 0.0).then(|| ClientTests {
+                    data: self.train.clone(),
+                    held_out: self.held_out.clone(),
+                }),
             }),
         };
         let speeds = Arc::new(
@@ -273,13 +307,13 @@ impl Experiment {
                 .compute
                 .speeds(config.seed, config.federation.num_clients),
         );
-        let num_samples: Vec<usize> = self.partition.clients.iter().map(Vec::len).collect();
+        let num_samples: Vec<usize> = self.training.clients.iter().map(Vec::len).collect();
         let groups = GroupSetup::for_parts(
             config.topology.groups(config.federation.num_clients),
             &num_samples,
             config.seed,
             config.availability.dropout,
-            config.client.epochs,
+            config.work_plan(),
             speeds,
         );
         let mut scheduler_panics: HashMap<usize, Vec<u32>> = HashMap::new();
@@ -500,7 +534,7 @@ fn partition(config: &ExperimentConfig, train: &Dataset) -> Result<Partition, Er
         ))
         .into());
     }
-    let rng = &mut stream(config.seed, Purpose::Partition, 0, 0);
+    let rng = &mut stream(config.seed, Purpose::PARTITION, 0, 0);
     Ok(match &config.partition {
         PartitionConfig::Iid => Partition::iid(labels.len(), num_clients, rng),
         PartitionConfig::Dirichlet { alpha, min_size } => Partition::dirichlet(

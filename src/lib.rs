@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod byzantine;
 pub mod checkpoint;
 pub mod config;
 pub mod data;

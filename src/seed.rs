@@ -9,44 +9,55 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha12Rng;
 use sha2::{Digest, Sha256};
 
-/// What a random stream is used for; part of the stream's key, so two purposes never share draws.
+/// What a random stream is used for: a tag, and the edge round for draws repeated in each
+/// edge round. Part of the stream's key, so two purposes never share draws.
+///
+/// The list is open: code that needs a new kind of draw declares its own purpose next to it
+/// (`const ATTACKERS: Purpose = Purpose::new("attackers")`) with a tag no other purpose uses.
+/// Every tag in the crate is checked to be unique by a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    /// Splitting the training set among clients.
-    Partition,
-    /// Initial values of the global model's parameters.
-    ModelInit,
-    /// The server's choice of clients in a round.
-    ClientSampling,
-    /// A client's shuffle of its samples during local training, in one edge round of a round
-    /// (edge round 0 when schedulers do not run several).
-    LocalShuffle {
-        /// The edge round.
-        edge_round: u32,
-    },
-    /// Whether a client is unavailable in one edge round of a round.
-    Dropout {
-        /// The edge round.
-        edge_round: u32,
-    },
-    /// A client's simulated compute speed, drawn once per run.
-    ComputeSpeed,
+pub struct Purpose {
+    tag: &'static str,
+    edge_round: u32,
 }
 
 impl Purpose {
+    /// Splitting the training set among clients.
+    pub const PARTITION: Purpose = Purpose::new("partition");
+    /// Initial values of the global model's parameters.
+    pub const MODEL_INIT: Purpose = Purpose::new("model-init");
+    /// The server's choice of clients in a round.
+    pub const CLIENT_SAMPLING: Purpose = Purpose::new("client-sampling");
+    /// A client's shuffle of its samples during local training (per edge round).
+    pub const LOCAL_SHUFFLE: Purpose = Purpose::new("local-shuffle");
+    /// Whether a client is unavailable (per edge round).
+    pub const DROPOUT: Purpose = Purpose::new("dropout");
+    /// A client's simulated compute speed, drawn once per run.
+    pub const COMPUTE_SPEED: Purpose = Purpose::new("compute-speed");
+
+    /// The purpose tagged `tag`, in edge round 0.
+    pub const fn new(tag: &'static str) -> Self {
+        Self { tag, edge_round: 0 }
+    }
+
+    /// The same purpose in edge round `edge_round` of a round.
+    pub const fn at_edge_round(self, edge_round: u32) -> Self {
+        Self {
+            tag: self.tag,
+            edge_round,
+        }
+    }
+
+    /// The tag.
+    pub const fn tag(self) -> &'static str {
+        self.tag
+    }
+
     fn hash_into(self, hasher: &mut Sha256) {
-        let (tag, edge_round): (&[u8], Option<u32>) = match self {
-            Purpose::Partition => (b"partition", None),
-            Purpose::ModelInit => (b"model-init", None),
-            Purpose::ClientSampling => (b"client-sampling", None),
-            Purpose::LocalShuffle { edge_round } => (b"local-shuffle", Some(edge_round)),
-            Purpose::Dropout { edge_round } => (b"dropout", Some(edge_round)),
-            Purpose::ComputeSpeed => (b"compute-speed", None),
-        };
-        hasher.update(tag);
+        hasher.update(self.tag.as_bytes());
         // Edge round 0 adds nothing, so a flat run's streams do not depend on this field.
-        if let Some(edge_round) = edge_round.filter(|&e| e > 0) {
-            hasher.update(edge_round.to_le_bytes());
+        if self.edge_round > 0 {
+            hasher.update(self.edge_round.to_le_bytes());
         }
     }
 }
@@ -73,28 +84,51 @@ mod tests {
 
     #[test]
     fn same_key_gives_same_stream() {
-        let a = first_draws(stream(7, Purpose::LocalShuffle { edge_round: 0 }, 3, 11));
-        let b = first_draws(stream(7, Purpose::LocalShuffle { edge_round: 0 }, 3, 11));
+        let a = first_draws(stream(7, Purpose::LOCAL_SHUFFLE, 3, 11));
+        let b = first_draws(stream(7, Purpose::LOCAL_SHUFFLE, 3, 11));
         assert_eq!(a, b);
     }
 
     #[test]
     fn each_key_component_changes_the_stream() {
-        let base = first_draws(stream(7, Purpose::LocalShuffle { edge_round: 0 }, 3, 11));
+        let base = first_draws(stream(7, Purpose::LOCAL_SHUFFLE, 3, 11));
+        assert_ne!(base, first_draws(stream(8, Purpose::LOCAL_SHUFFLE, 3, 11)));
         assert_ne!(
             base,
-            first_draws(stream(8, Purpose::LocalShuffle { edge_round: 0 }, 3, 11))
+            first_draws(stream(7, Purpose::CLIENT_SAMPLING, 3, 11))
         );
-        assert_ne!(base, first_draws(stream(7, Purpose::ClientSampling, 3, 11)));
-        assert_ne!(
-            base,
-            first_draws(stream(7, Purpose::LocalShuffle { edge_round: 0 }, 4, 11))
-        );
-        assert_ne!(
-            base,
-            first_draws(stream(7, Purpose::LocalShuffle { edge_round: 0 }, 3, 12))
-        );
-        let edge = Purpose::LocalShuffle { edge_round: 1 };
+        assert_ne!(base, first_draws(stream(7, Purpose::LOCAL_SHUFFLE, 4, 11)));
+        assert_ne!(base, first_draws(stream(7, Purpose::LOCAL_SHUFFLE, 3, 12)));
+        let edge = Purpose::LOCAL_SHUFFLE.at_edge_round(1);
         assert_ne!(base, first_draws(stream(7, edge, 3, 11)));
+    }
+
+    #[test]
+    fn every_purpose_tag_in_the_crate_is_unique() {
+        fn collect(dir: &std::path::Path, tags: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    collect(&path, tags);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let marker = concat!("Purpose::new", "(\"");
+                    for (at, _) in text.match_indices(marker) {
+                        let rest = &text[at + marker.len()..];
+                        tags.push(rest[..rest.find('"').unwrap()].to_string());
+                    }
+                }
+            }
+        }
+        let mut tags = Vec::new();
+        collect(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut tags,
+        );
+        assert!(tags.len() >= 6, "found {tags:?}");
+        let mut unique = tags.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), tags.len(), "a tag is used twice: {tags:?}");
     }
 }

@@ -53,16 +53,27 @@ pub struct LocalResult {
     pub steps: u32,
 }
 
-/// Trains `net` with SGD on the samples at `indices`, reshuffled each epoch from `rng`, adding
+/// A client's training data.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalData<'a> {
+    /// The data set.
+    pub data: &'a Dataset,
+    /// The client's samples in it.
+    pub indices: &'a [usize],
+    /// Whether the client sees every label `l` as `C - 1 - l` (a label-flipping attacker).
+    pub flip_labels: bool,
+}
+
+/// Trains `net` with `budget` SGD steps on `local` data, reshuffled each epoch from `rng`
+/// (the last epoch may stop part-way), adding
 /// `objective`'s terms (towards `anchor`, the model the client was sent) to each gradient.
 /// `device` must be the autodiff device the model lives on. Gives up between two steps once
 /// `stop` is requested.
 #[allow(clippy::too_many_arguments)]
 pub fn local_train(
     net: Net,
-    data: &Dataset,
-    indices: &[usize],
-    config: &ClientConfig,
+    local: LocalData<'_>,
+    (config, budget): (&ClientConfig, u32),
     (objective, anchor): (&Objective, &[f32]),
     rng: &mut ChaCha12Rng,
     device: &Device,
@@ -71,15 +82,20 @@ pub fn local_train(
     let mut optimizer = sgd(config).init();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
     let correction = GradientCorrection::new(objective, anchor, &net, device);
-    let mut order = indices.to_vec();
+    let mut order = local.indices.to_vec();
     let (mut net, mut loss_sum, mut seen, mut steps) = (net, 0.0, 0usize, 0u32);
-    for epoch in 1..=config.epochs {
+    let mut epoch = 0;
+    while steps < budget {
+        epoch += 1;
         order.shuffle(rng);
         for (step, chunk) in order.chunks(config.batch_size).enumerate() {
+            if steps == budget {
+                break;
+            }
             if stop.is_requested() {
                 return Err(TrainError::Stopped);
             }
-            let (images, labels) = batch(data, chunk, device);
+            let (images, labels) = batch(local.data, chunk, local.flip_labels, device);
             let loss = loss_fn.forward(net.forward(images), labels);
             let loss_value = f64::from(loss.clone().into_scalar::<f32>());
             if !loss_value.is_finite() {
@@ -254,9 +270,61 @@ pub fn evaluate_on(
     }
 }
 
+/// The accuracy of the model `params` on each of `per_client`'s index lists of `data`
+/// (none empty). All samples are evaluated together, `batch_size` per forward pass, in
+/// parallel on the current rayon pool; the result does not depend on the thread count.
+pub fn client_accuracies(
+    model: ModelKind,
+    params: &[f32],
+    data: &Dataset,
+    per_client: &[&[usize]],
+    batch_size: usize,
+    device: &Device,
+) -> Vec<f64> {
+    let all: Vec<usize> = per_client.iter().flat_map(|c| c.iter().copied()).collect();
+    let new_net = || {
+        let net = Net::new(model, data.sample_shape(), data.num_classes(), device);
+        flat::load(net, params)
+    };
+    let correct: Vec<bool> = all
+        .par_chunks(batch_size)
+        .map_init(new_net, |net, chunk| {
+            let (images, labels) = batch(data, chunk, false, device);
+            let predicted = net.forward(images).argmax(1).squeeze_dim::<1>(1);
+            let hits = predicted.equal(labels).into_data();
+            hits.iter::<bool>().collect::<Vec<bool>>()
+        })
+        .flatten()
+        .collect();
+    let mut offset = 0;
+    per_client
+        .iter()
+        .map(|indices| {
+            let hits = correct[offset..offset + indices.len()]
+                .iter()
+                .filter(|&&h| h)
+                .count();
+            offset += indices.len();
+            hits as f64 / indices.len() as f64
+        })
+        .collect()
+}
+
+/// The mean loss of `net` on `local` data, `batch_size` samples per forward pass, on this
+/// thread alone. A trainer worker calls it: a parallel loop there could steal another
+/// client's job onto the same worker while it holds that worker's model.
+pub fn mean_loss(net: &Net, local: LocalData<'_>, batch_size: usize, device: &Device) -> f64 {
+    let loss_sum: f64 = local
+        .indices
+        .chunks(batch_size)
+        .map(|chunk| evaluate_batch(net, local.data, chunk, device).1)
+        .sum();
+    loss_sum / local.indices.len().max(1) as f64
+}
+
 /// Correct predictions and summed loss over the samples at `indices`.
 fn evaluate_batch(net: &Net, data: &Dataset, indices: &[usize], device: &Device) -> (i64, f64) {
-    let (images, labels) = batch(data, indices, device);
+    let (images, labels) = batch(data, indices, false, device);
     let logits = net.forward(images);
     let loss = CrossEntropyLossConfig::new()
         .init(device)
@@ -267,11 +335,21 @@ fn evaluate_batch(net: &Net, data: &Dataset, indices: &[usize], device: &Device)
     (correct, loss_sum)
 }
 
-/// The samples at `indices` as an image tensor and a label tensor.
-fn batch(data: &Dataset, indices: &[usize], device: &Device) -> (Tensor<4>, Tensor<1, Int>) {
+/// The samples at `indices` as an image tensor and a label tensor, with every label `l` as
+/// `C - 1 - l` if `flip_labels`.
+fn batch(
+    data: &Dataset,
+    indices: &[usize],
+    flip_labels: bool,
+    device: &Device,
+) -> (Tensor<4>, Tensor<1, Int>) {
     let mut features = Vec::with_capacity(indices.len() * data.feature_len());
     let mut labels = Vec::with_capacity(indices.len());
     data.gather(indices, &mut features, &mut labels);
+    if flip_labels {
+        let last = data.num_classes() as i64 - 1;
+        labels.iter_mut().for_each(|l| *l = last - *l);
+    }
     let [c, h, w] = data.sample_shape();
     let images = Tensor::from_data(TensorData::new(features, [indices.len(), c, h, w]), device);
     let labels = Tensor::from_data(TensorData::new(labels, [indices.len()]), device);

@@ -16,6 +16,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::backend::BackendKind;
+use crate::byzantine::Attack;
 use crate::config::{ClientConfig, FaultConfig, FaultKind};
 use crate::data::Dataset;
 use crate::data::partition::Partition;
@@ -24,7 +25,7 @@ use crate::network::{ClientId, Tensors, Update};
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
 use crate::strategy::{ClientAlgorithm, ClientView, Trained};
-use crate::train::{TrainError, evaluate_on, local_train};
+use crate::train::{LocalData, TrainError, local_train, mean_loss};
 
 /// Everything a client needs to train that does not change between rounds.
 #[derive(Clone)]
@@ -43,6 +44,8 @@ pub struct TrainerSetup {
     pub algorithm: Arc<dyn ClientAlgorithm>,
     /// Every client's state between rounds.
     pub states: Arc<ClientStates>,
+    /// The attack the Byzantine clients make, and whether each client (by id) is one.
+    pub byzantine: Option<(Attack, Arc<Vec<bool>>)>,
     /// Backend that trains.
     pub backend: BackendKind,
     /// Injected failures.
@@ -60,6 +63,8 @@ pub struct Job {
     pub edge_round: u32,
     /// The client to train.
     pub client: ClientId,
+    /// SGD steps it takes (set by its client group from the experiment's local work).
+    pub steps: u32,
     /// The global model to start from.
     pub model: Arc<[f32]>,
     /// The tensors the algorithm sent down beside it.
@@ -152,9 +157,7 @@ impl Shared {
         let net = flat::load(net, &job.model);
         setup.faults.strike(job.round, job.client)?;
         let indices = &setup.partition.clients[job.client];
-        let purpose = Purpose::LocalShuffle {
-            edge_round: job.edge_round,
-        };
+        let purpose = Purpose::LOCAL_SHUFFLE.at_edge_round(job.edge_round);
         let mut rng = stream(setup.seed, purpose, job.round, job.client as u32);
         let view = ClientView {
             round: job.round,
@@ -165,30 +168,30 @@ impl Shared {
         };
         let mut state = setup.states.get(job.client);
         let objective = setup.algorithm.objective(&view, state.as_ref());
-        let loss_at_global = setup.algorithm.needs_loss_at_global().then(|| {
-            let data = &setup.data;
-            let batch = setup.client.batch_size;
-            evaluate_on(
-                setup.model,
-                &job.model,
-                data,
-                indices,
-                batch,
-                &device.clone().inner(),
-            )
-            .loss
-        });
+        let attack = setup
+            .byzantine
+            .as_ref()
+            .filter(|(_, attackers)| attackers[job.client])
+            .map(|(attack, _)| *attack);
+        let local = LocalData {
+            data: &setup.data,
+            indices,
+            flip_labels: attack.is_some_and(Attack::flips_labels),
+        };
+        let loss_at_global = setup
+            .algorithm
+            .needs_loss_at_global()
+            .then(|| mean_loss(&net, local, setup.client.batch_size, &device));
         let result = local_train(
             net,
-            &setup.data,
-            indices,
-            &setup.client,
+            local,
+            (&setup.client, job.steps),
             (&objective, &job.model),
             &mut rng,
             &device,
             &setup.stop,
         )?;
-        let params = flat::flatten(&result.net);
+        let mut params = flat::flatten(&result.net);
         *slot = Some(result.net);
         let trained = Trained {
             params: &params,
@@ -197,6 +200,10 @@ impl Shared {
         };
         let extras = setup.algorithm.finish(&view, &mut state, &trained);
         setup.states.put(job.client, state);
+        if let Some(attack) = attack {
+            let key = (setup.seed, job.round, job.edge_round);
+            attack.corrupt(key, job.client, &job.model, &mut params);
+        }
         Ok(Update {
             round: job.round,
             clients: vec![job.client],

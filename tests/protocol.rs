@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fedsim::config::{
-    FailurePolicy, FaultConfig, FaultKind, NetworkConfig, SchedulerMode, TopologyConfig,
+    FailurePolicy, FaultConfig, FaultKind, NetworkConfig, SchedulerMode, TopologyConfig, WorkPlan,
 };
 use fedsim::network::{ClientId, DropReason, LinkProfile, Message, NodeId, Tensors, Update};
 use fedsim::report::RoundRecord;
@@ -187,7 +187,7 @@ impl Case {
             &self.num_samples(),
             self.seed,
             self.dropout,
-            1,
+            WorkPlan::fixed(1, 32),
             Arc::new(self.speeds.clone()),
         );
         let mut scheduler_panics = HashMap::<usize, Vec<u32>>::new();

@@ -275,3 +275,22 @@ fn a_second_ctrl_c_quits_and_leaves_the_folder_resumable() {
     assert!(output.status.success(), "{output:?}");
     assert_eq!(metrics_without_timing(&out).len(), 12);
 }
+
+#[test]
+fn stateful_strategies_resume_with_their_server_and_client_state() {
+    let dir = tempfile::tempdir().unwrap();
+    // Server state (FedAdam's moments), and server plus client state (SCAFFOLD, FedDyn).
+    for name in ["fedadam", "scaffold", "feddyn"] {
+        let strategy = format!(r#"strategy={{"name":"{name}"}}"#);
+        let extra = [strategy.as_str()];
+        let killed = dir.path().join(format!("killed-{name}"));
+        let mut run = start(&killed, &extra);
+        wait_for_rounds(&mut run, &killed, 3);
+        run.kill().unwrap();
+        run.wait().unwrap();
+        let output = resume(&killed);
+        assert!(output.status.success(), "{name}: {output:?}");
+        let reference = uninterrupted(&dir.path().join(name), &extra);
+        assert_same_results(&killed, &reference);
+    }
+}

@@ -15,6 +15,7 @@ mod hints;
 mod overrides;
 mod partition;
 mod topology;
+mod work;
 
 pub use overrides::Override;
 
@@ -23,8 +24,10 @@ pub use topology::{
     AvailabilityConfig, ClientLinkOverride, ComputeConfig, FailurePolicy, NetworkConfig,
     SchedulerMode, TopologyConfig,
 };
+pub use work::{LocalWork, Work, WorkPlan};
 
 use crate::backend::BackendKind;
+pub use crate::byzantine::ByzantineConfig;
 use crate::data::Normalization;
 use crate::model::ModelKind;
 use crate::strategy::EdgeAggregation;
@@ -72,6 +75,9 @@ pub struct ExperimentConfig {
     /// The burn backend that trains: `"flex"` (default), `"ndarray"` or `"wgpu"`.
     #[serde(default)]
     pub backend: BackendKind,
+    /// Byzantine clients and their attack. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub byzantine: Option<ByzantineConfig>,
     /// Failures to inject into clients or schedulers, to exercise error handling. Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultConfig>,
@@ -138,6 +144,12 @@ pub struct ClientConfig {
     /// L2 penalty added to the gradient; at least 0. Default 0.
     #[serde(default)]
     pub weight_decay: f64,
+    /// How much each client trains per round: `{"kind": "fixed"}` (`epochs` epochs, the
+    /// default), `{"kind": "uniform", "min_epochs": 1, "max_epochs": 5}` (drawn per client and
+    /// round), or `{"kind": "fit_deadline"}` (as many steps as fit the client's speed within
+    /// the round deadline, at most `epochs` epochs).
+    #[serde(default, skip_serializing_if = "LocalWork::is_fixed")]
+    pub work: LocalWork,
 }
 
 fn one() -> u32 {
@@ -149,7 +161,7 @@ fn default_batch_size() -> usize {
 }
 
 /// Evaluation of the global model on the test set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EvalConfig {
     /// Evaluate after every `every` rounds, and always after the last. Default 1.
@@ -158,6 +170,16 @@ pub struct EvalConfig {
     /// Test samples per forward pass. Default 1000.
     #[serde(default = "default_eval_batch")]
     pub batch_size: usize,
+    /// Fraction of each client's samples held out (drawn from the seed) to evaluate the global
+    /// model on every client, in `[0, 1)`. 0 (the default) evaluates on the test set only;
+    /// above 0 the round records also give the mean, standard deviation, worst 10% and best
+    /// 10% of the clients' accuracies. Held-out samples are not trained on.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub client_test_fraction: f64,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 fn default_eval_batch() -> usize {
@@ -169,6 +191,7 @@ impl Default for EvalConfig {
         Self {
             every: one(),
             batch_size: default_eval_batch(),
+            client_test_fraction: 0.0,
         }
     }
 }
@@ -453,6 +476,11 @@ impl ExperimentConfig {
             "eval.batch_size",
             "must be at least 1".into(),
         );
+        check(
+            (0.0..1.0).contains(&self.eval.client_test_fraction),
+            "eval.client_test_fraction",
+            format!("is {}; must be in [0, 1)", self.eval.client_test_fraction),
+        );
         match &self.partition {
             PartitionConfig::Iid => {}
             PartitionConfig::Dirichlet { alpha, min_size } => {
@@ -528,6 +556,16 @@ impl ExperimentConfig {
                 ),
             }
         }
+        let byzantine = self.byzantine.as_ref();
+        for (field, message) in byzantine
+            .map(|b| b.problems(fed.num_clients))
+            .unwrap_or_default()
+        {
+            check(false, &field, message);
+        }
+        for (field, message) in client.work.problems(self.availability.deadline_s) {
+            check(false, field, message);
+        }
         for (field, message) in self.strategy.problems(fed.clients_per_round) {
             check(false, &format!("strategy.{field}"), message);
         }
@@ -547,6 +585,17 @@ impl ExperimentConfig {
 }
 
 impl ExperimentConfig {
+    /// What decides each client's local work.
+    pub fn work_plan(&self) -> WorkPlan {
+        WorkPlan {
+            work: self.client.work,
+            epochs: self.client.epochs,
+            batch_size: self.client.batch_size,
+            deadline_s: self.availability.deadline_s,
+            seed: self.seed,
+        }
+    }
+
     /// Why the strategy cannot run under aggregating schedulers as configured, if it cannot.
     fn edge_aggregation_problem(&self) -> Option<(&'static str, String)> {
         let TopologyConfig::Hierarchical {

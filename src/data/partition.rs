@@ -14,6 +14,7 @@ use rand_distr::{Distribution, Gamma};
 use serde::{Deserialize, Serialize};
 
 use super::DataError;
+use crate::seed::{Purpose, stream};
 
 /// How many times the Dirichlet scheme redraws before it reports that `min_size` is out of reach.
 pub const DIRICHLET_MAX_ATTEMPTS: usize = 1000;
@@ -30,7 +31,45 @@ pub struct Partition {
 #[error("{0}")]
 pub struct PartitionError(pub String);
 
+/// The draw of each client's held-out samples, per client.
+const CLIENT_TEST: Purpose = Purpose::new("client-test");
+
 impl Partition {
+    /// Splits each client's samples into a training part and a held-out part of
+    /// `round(fraction * n)` samples (at least one, and one fewer than the client has; none
+    /// for a client of one sample), drawn from the client's own stream. Both parts keep the
+    /// partition's order. With `fraction` 0 the training part is the whole partition.
+    pub fn hold_out(&self, fraction: f64, seed: u64) -> (Partition, Vec<Vec<usize>>) {
+        if fraction <= 0.0 {
+            return (self.clone(), vec![Vec::new(); self.clients.len()]);
+        }
+        let (train, held): (Vec<_>, Vec<_>) = self
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(client, indices)| {
+                let n = indices.len();
+                let count = ((fraction * n as f64).round() as usize).clamp(1, n.max(2) - 1);
+                let count = if n < 2 { 0 } else { count };
+                let mut rng = stream(seed, CLIENT_TEST, 0, client as u32);
+                let mut held = vec![false; n];
+                for i in rand::seq::index::sample(&mut rng, n, count) {
+                    held[i] = true;
+                }
+                let pick = |keep: bool| -> Vec<usize> {
+                    indices
+                        .iter()
+                        .zip(&held)
+                        .filter(|(_, h)| **h == keep)
+                        .map(|(i, _)| *i)
+                        .collect()
+                };
+                (pick(false), pick(true))
+            })
+            .unzip();
+        (Partition { clients: train }, held)
+    }
+
     /// Number of clients.
     pub fn num_clients(&self) -> usize {
         self.clients.len()
@@ -231,7 +270,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn rng() -> ChaCha12Rng {
-        stream(1, Purpose::Partition, 0, 0)
+        stream(1, Purpose::PARTITION, 0, 0)
     }
 
     /// 1,000 synthetic labels, 100 of each of 10 classes.
@@ -339,7 +378,7 @@ mod tests {
             n in 1usize..3000, clients in 1usize..200, seed in any::<u64>()
         ) {
             prop_assume!(clients <= n);
-            let draw = || Partition::iid(n, clients, &mut stream(seed, Purpose::Partition, 0, 0));
+            let draw = || Partition::iid(n, clients, &mut stream(seed, Purpose::PARTITION, 0, 0));
             let partition = draw();
             prop_assert_eq!(partition.num_clients(), clients);
             prop_assert!(partition.clients.iter().all(|c| !c.is_empty()));
@@ -357,7 +396,7 @@ mod tests {
         ) {
             let draw = || Partition::dirichlet(
                 &labels, classes, clients, alpha, min_size,
-                &mut stream(seed, Purpose::Partition, 0, 0),
+                &mut stream(seed, Purpose::PARTITION, 0, 0),
             );
             if let Ok(partition) = draw() {
                 prop_assert_eq!(partition.num_clients(), clients);
@@ -376,7 +415,7 @@ mod tests {
         ) {
             let num_shards = clients * per_client;
             let draw = || Partition::shards(
-                &labels, clients, num_shards, &mut stream(seed, Purpose::Partition, 0, 0),
+                &labels, clients, num_shards, &mut stream(seed, Purpose::PARTITION, 0, 0),
             );
             match draw() {
                 Ok(partition) => {

@@ -215,7 +215,7 @@ mod tests {
     fn load_then_flatten_round_trips_exactly() {
         let net = mnist_net(ModelKind::Cnn);
         let layout = Layout::of(&net);
-        let values = initial_params(&layout, &mut stream(3, Purpose::ModelInit, 0, 0));
+        let values = initial_params(&layout, &mut stream(3, Purpose::MODEL_INIT, 0, 0));
         let net = load(net, &values);
         assert_eq!(flatten(&net), values);
     }

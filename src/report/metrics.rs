@@ -72,6 +72,10 @@ pub struct RoundRecord {
     pub test_accuracy: Option<f64>,
     /// Test loss of the new global model, when this round was evaluated.
     pub test_loss: Option<f64>,
+    /// The spread of the new global model's accuracy over the clients' held-out samples, when
+    /// this round was evaluated and `eval.client_test_fraction` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_accuracy: Option<ClientAccuracy>,
     /// The strategy's own numbers for the round (FedAdam's step norm, Krum's choice).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub strategy: BTreeMap<String, f64>,
@@ -84,6 +88,41 @@ pub struct RoundRecord {
     pub sim_time_s: f64,
     /// Real time the round took, in milliseconds. The only field that varies between reruns.
     pub wall_ms: f64,
+}
+
+/// The global model's accuracy on each client's held-out samples, summarised.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ClientAccuracy {
+    /// Mean over the clients.
+    pub mean: f64,
+    /// Standard deviation over the clients (of the population).
+    pub std: f64,
+    /// Mean of the worst 10% of the clients (at least one client).
+    pub worst_10: f64,
+    /// Mean of the best 10% of the clients (at least one client).
+    pub best_10: f64,
+}
+
+impl ClientAccuracy {
+    /// The summary of per-client accuracies; `None` if there are none.
+    pub fn of(accuracies: &[f64]) -> Option<Self> {
+        if accuracies.is_empty() {
+            return None;
+        }
+        let n = accuracies.len() as f64;
+        let mean = accuracies.iter().sum::<f64>() / n;
+        let variance = accuracies.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n;
+        let mut sorted = accuracies.to_vec();
+        sorted.sort_unstable_by(f64::total_cmp);
+        let tenth = accuracies.len().div_ceil(10);
+        let mean_of = |part: &[f64]| part.iter().sum::<f64>() / part.len() as f64;
+        Some(Self {
+            mean,
+            std: variance.sqrt(),
+            worst_10: mean_of(&sorted[..tenth]),
+            best_10: mean_of(&sorted[sorted.len() - tenth..]),
+        })
+    }
 }
 
 /// `summary.json`: the outcome of a finished run.
@@ -113,6 +152,9 @@ pub struct Summary {
     /// FedDyn's gradients; 0 for algorithms whose clients keep nothing).
     #[serde(default)]
     pub client_state_bytes: u64,
+    /// The Byzantine clients, in id order (see `byzantine` in the experiment file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attackers: Vec<ClientId>,
     /// Real time the rounds took, in seconds.
     pub wall_seconds: f64,
 }
@@ -143,6 +185,7 @@ impl Summary {
             num_params: model.len(),
             final_model_sha256: model_sha256(model),
             client_state_bytes: 0,
+            attackers: Vec::new(),
             wall_seconds: records.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0,
         }
     }

@@ -2,7 +2,8 @@
 //! sends each update back up as soon as it is ready.
 //!
 //! On the simulated clock a client starts when its downlink arrives, trains for
-//! `epochs * samples / speed` seconds, then uploads. A client that draws a dropout for the
+//! `samples processed / speed` seconds (its work in the round, see [`WorkPlan`]), then
+//! uploads. A client that draws a dropout for the
 //! round answers at once with `Dropped` instead of training.
 
 use std::collections::HashMap;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use rand::RngExt;
 
+use crate::config::WorkPlan;
 use crate::network::{
     ClientId, ClientInfo, DropReason, Dropped, Envelope, LinkEnd, Message, NodeId, Update,
 };
@@ -29,8 +31,8 @@ pub struct GroupSetup {
     pub seed: u64,
     /// Probability that a client is unavailable in a round.
     pub dropout: f64,
-    /// Local epochs per round, for the simulated compute time.
-    pub epochs: u32,
+    /// How much each client trains, which sets its steps and simulated compute time.
+    pub work: WorkPlan,
     /// Every client's training speed in samples per second (infinite: no simulated time).
     pub speeds: Arc<Vec<f64>>,
 }
@@ -44,7 +46,7 @@ impl GroupSetup {
         num_samples: &[usize],
         seed: u64,
         dropout: f64,
-        epochs: u32,
+        work: WorkPlan,
         speeds: Arc<Vec<f64>>,
     ) -> Vec<GroupSetup> {
         parts
@@ -61,7 +63,7 @@ impl GroupSetup {
                     .collect(),
                 seed,
                 dropout,
-                epochs,
+                work,
                 speeds: speeds.clone(),
             })
             .collect()
@@ -73,8 +75,8 @@ pub struct ClientGroup {
     setup: GroupSetup,
     trainer: Arc<dyn ClientTrainer>,
     link: LinkEnd,
-    /// Simulated seconds each hosted client's local training takes.
-    train_seconds: HashMap<ClientId, f64>,
+    /// Each hosted client's number of samples.
+    num_samples: HashMap<ClientId, usize>,
     /// Simulated time each in-flight client finishes training.
     in_flight: HashMap<ClientId, f64>,
 }
@@ -88,19 +90,16 @@ enum Event {
 impl ClientGroup {
     /// A group that trains on `trainer` and talks to its parent on `link`.
     pub fn new(setup: GroupSetup, trainer: Arc<dyn ClientTrainer>, link: LinkEnd) -> Self {
-        let train_seconds = setup
+        let num_samples = setup
             .clients
             .iter()
-            .map(|c| {
-                let work = f64::from(setup.epochs) * c.num_samples as f64;
-                (c.id, work / setup.speeds[c.id])
-            })
+            .map(|c| (c.id, c.num_samples))
             .collect();
         Self {
             setup,
             trainer,
             link,
-            train_seconds,
+            num_samples,
             in_flight: HashMap::new(),
         }
     }
@@ -146,6 +145,7 @@ impl ClientGroup {
                                 round,
                                 edge_round,
                                 client,
+                                steps: 0,
                                 model: model.clone(),
                                 extras: extras.clone(),
                             };
@@ -176,7 +176,7 @@ impl ClientGroup {
     /// Starts a client's training, or reports it dropped; false if the parent is gone.
     fn start(
         &mut self,
-        job: Job,
+        mut job: Job,
         arrived: f64,
         done: &flume::Sender<Result<Update, ClientFailure>>,
     ) -> bool {
@@ -187,7 +187,15 @@ impl ClientGroup {
             };
             return self.link.send(dropped, arrived).is_ok();
         }
-        let finishes = arrived + self.train_seconds[&job.client];
+        let speed = self.setup.speeds[job.client];
+        let work = self.setup.work.work(
+            (job.round, job.edge_round),
+            job.client,
+            self.num_samples[&job.client],
+            speed,
+        );
+        job.steps = work.steps;
+        let finishes = arrived + work.samples as f64 / speed;
         self.in_flight.insert(job.client, finishes);
         self.trainer.spawn(job, done.clone());
         true
@@ -231,7 +239,7 @@ pub fn drops_out(seed: u64, dropout: f64, round: u32, edge_round: u32, client: C
     if dropout <= 0.0 {
         return false;
     }
-    let purpose = Purpose::Dropout { edge_round };
+    let purpose = Purpose::DROPOUT.at_edge_round(edge_round);
     let mut rng = stream(seed, purpose, round, client as u32);
     rng.random::<f64>() < dropout
 }

@@ -18,7 +18,7 @@ use std::thread;
 
 pub use client_group::{ClientGroup, GroupSetup};
 pub use scheduler::{ClientConnector, SchedulerSetup, ServerConnector};
-pub use server::{Child, Evaluator, RoundEnd, Server, ServerSetup, Start};
+pub use server::{Child, ClientTests, Evaluator, RoundEnd, Server, ServerSetup, Start};
 
 use crate::config::{NetworkConfig, TopologyConfig};
 use crate::network::{ClientId, Link, LinkProfiles, NodeId};

@@ -12,11 +12,12 @@ use crate::config::{EvalConfig, FailurePolicy};
 use crate::data::Dataset;
 use crate::model::ModelKind;
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors, Update};
+use crate::report::ClientAccuracy;
 use crate::report::RoundRecord;
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
 use crate::strategy::{Round, Strategy};
-use crate::train::{Evaluation, evaluate};
+use crate::train::{Evaluation, client_accuracies, evaluate};
 use crate::trainer::ClientStates;
 
 use super::collector::{RoundCollector, RoundOutcome};
@@ -78,6 +79,16 @@ pub struct Evaluator {
     pub model: ModelKind,
     /// The backend that evaluates.
     pub backend: BackendKind,
+    /// Each client's held-out samples, to evaluate on every client too.
+    pub clients: Option<ClientTests>,
+}
+
+/// The samples each client holds out for evaluation.
+pub struct ClientTests {
+    /// The training set they are part of.
+    pub data: Arc<Dataset>,
+    /// Each client's held-out indices (empty for a client that holds none).
+    pub held_out: Arc<Vec<Vec<usize>>>,
 }
 
 impl Evaluator {
@@ -95,6 +106,28 @@ impl Evaluator {
             self.eval.batch_size,
             &device,
         )
+    }
+
+    /// The spread of the model's accuracy over the clients' held-out samples, if they hold
+    /// any.
+    fn evaluate_clients(&self, params: &[f32]) -> Option<ClientAccuracy> {
+        let tests = self.clients.as_ref()?;
+        let device = self.backend.device();
+        let per_client: Vec<&[usize]> = tests
+            .held_out
+            .iter()
+            .filter(|h| !h.is_empty())
+            .map(Vec::as_slice)
+            .collect();
+        let accuracies = client_accuracies(
+            self.model,
+            params,
+            &tests.data,
+            &per_client,
+            self.eval.batch_size,
+            &device,
+        );
+        ClientAccuracy::of(&accuracies)
     }
 }
 
@@ -261,12 +294,13 @@ impl Server {
                 .aggregate(&context, &global, &collected.updates);
             (aggregate.model.into(), aggregate.metrics)
         };
-        let evaluation = self
+        let evaluator = self
             .setup
             .evaluator
             .as_ref()
-            .filter(|e| e.evaluates(round, self.setup.rounds))
-            .map(|e| e.evaluate(&global));
+            .filter(|e| e.evaluates(round, self.setup.rounds));
+        let evaluation = evaluator.map(|e| e.evaluate(&global));
+        let client_accuracy = evaluator.and_then(|e| e.evaluate_clients(&global));
         let record = RoundRecord {
             round,
             clients: sampled,
@@ -275,6 +309,7 @@ impl Server {
                 .then(|| Update::mean_loss(&collected.updates)),
             test_accuracy: evaluation.map(|e| e.accuracy),
             test_loss: evaluation.map(|e| e.loss),
+            client_accuracy,
             strategy: metrics,
             traffic: self.traffic.since(&traffic_before),
             sim_round_s: self.now - round_start,
@@ -416,7 +451,7 @@ impl Server {
 /// The clients sampled in `round`: `per_round` of the `roster` (every client, in id order)
 /// drawn without replacement from the round's stream, in id order.
 pub fn sample(seed: u64, round: u32, roster: &[ClientId], per_round: usize) -> Vec<ClientId> {
-    let mut rng = stream(seed, Purpose::ClientSampling, round, 0);
+    let mut rng = stream(seed, Purpose::CLIENT_SAMPLING, round, 0);
     let mut sampled: Vec<ClientId> = index::sample(&mut rng, roster.len(), per_round)
         .into_iter()
         .map(|i| roster[i])

@@ -1,0 +1,337 @@
+//! Every algorithm runs from an experiment file; the settings in which an algorithm reduces
+//! to FedAvg (or to the plain mean) give FedAvg's bits in a real run; stateful algorithms
+//! give identical records across worker counts and between relay and flat trees; and the
+//! simulation features that come with them (Byzantine clients, per-client evaluation,
+//! heterogeneous local work) do what they say.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{experiment, fedsim, metrics_without_timing, model_bytes, run_ok, summary};
+use serde_json::Value;
+
+/// A small federation on the drift experiment's non-IID split: 20 clients, 5 a round, 3
+/// rounds of one local epoch.
+const SMALL: &[&str] = &[
+    "federation.num_clients=20",
+    "federation.clients_per_round=5",
+    "federation.rounds=3",
+    "federation.num_parallels=2",
+    "client.epochs=1",
+    r#"client.work={"kind":"fixed"}"#,
+];
+
+/// Equal-sized clients, for the rules that weigh clients equally.
+const BALANCED: &str = r#"partition={"scheme":"iid"}"#;
+
+fn drift() -> PathBuf {
+    experiment("strategies/drift")
+}
+
+/// Runs the small drift experiment with `sets` in `dir/name`.
+fn small_run(dir: &Path, name: &str, sets: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let all: Vec<&str> = SMALL.iter().chain(sets).copied().collect();
+    run_ok(&drift(), &out, &all);
+    out
+}
+
+/// The records without timing, traffic and the strategy's own metrics: what two algorithms
+/// that reduce to each other share.
+fn records_but_traffic(run: &Path) -> Vec<String> {
+    metrics_without_timing(run)
+        .iter()
+        .map(|line| {
+            let mut record: Value = serde_json::from_str(line).unwrap();
+            let fields = record.as_object_mut().unwrap();
+            fields.remove("strategy");
+            fields.remove("traffic");
+            record.to_string()
+        })
+        .collect()
+}
+
+fn strategy(json: &str) -> String {
+    format!("strategy={json}")
+}
+
+#[test]
+fn degenerate_settings_reduce_to_fedavg_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fedavg = small_run(dir.path(), "fedavg", &[]);
+    let balanced = small_run(dir.path(), "fedavg-balanced", &[BALANCED]);
+    // (name, strategy, whether the reduction needs equal clients, extra bytes per uplink).
+    let cases: [(&str, &str, bool, u64); 5] = [
+        ("fedprox", r#"{"name":"fedprox","mu":0}"#, false, 0),
+        (
+            "fedavgm",
+            r#"{"name":"fedavgm","momentum":0,"server_lr":1}"#,
+            false,
+            0,
+        ),
+        // Equal clients take equal numbers of steps.
+        ("fednova", r#"{"name":"fednova"}"#, true, 0),
+        (
+            "trimmed_mean",
+            r#"{"name":"trimmed_mean","trim":0}"#,
+            true,
+            0,
+        ),
+        // q-FFL's clients also send their loss: one named tensor of one value.
+        ("qffl", r#"{"name":"qffl","q":0}"#, true, 4 + 4),
+    ];
+    for (name, json, equal_clients, extra_up) in cases {
+        let set = strategy(json);
+        let (reference, sets) = if equal_clients {
+            (&balanced, vec![set.as_str(), BALANCED])
+        } else {
+            (&fedavg, vec![set.as_str()])
+        };
+        let run = small_run(dir.path(), name, &sets);
+        assert_eq!(
+            records_but_traffic(&run),
+            records_but_traffic(reference),
+            "{name}"
+        );
+        assert_eq!(model_bytes(&run), model_bytes(reference), "{name}");
+        let up = |run: &Path| summary(run)["traffic"][0]["bytes_up"].as_u64().unwrap();
+        assert_eq!(up(&run) - up(reference), 15 * extra_up, "{name}");
+    }
+}
+
+#[test]
+fn scaffolds_first_round_is_fedavgs_and_later_rounds_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let scaffold_set = strategy(r#"{"name":"scaffold"}"#);
+    let one = |name: &str, sets: &[&str]| {
+        let mut all = vec!["federation.rounds=1"];
+        all.extend(sets);
+        small_run(dir.path(), name, &all)
+    };
+    let fedavg = one("fedavg", &[]);
+    let scaffold = one("scaffold", &[&scaffold_set]);
+    assert_eq!(model_bytes(&scaffold), model_bytes(&fedavg));
+    let fedavg = small_run(dir.path(), "fedavg-3", &[]);
+    let scaffold = small_run(dir.path(), "scaffold-3", &[&scaffold_set]);
+    assert_ne!(model_bytes(&scaffold), model_bytes(&fedavg));
+}
+
+#[test]
+fn every_algorithm_runs_and_stateful_ones_are_reproducible_across_workers_and_trees() {
+    let dir = tempfile::tempdir().unwrap();
+    let stateful = ["fedavgm", "fedadam", "scaffold", "feddyn"];
+    for entry in fedsim_strategies() {
+        let set = strategy(&format!(r#"{{"name":"{entry}"}}"#));
+        let run = small_run(dir.path(), &entry, &[&set]);
+        assert!(
+            summary(&run)["final_accuracy"].as_f64().unwrap() > 0.0,
+            "{entry}"
+        );
+        if !stateful.contains(&entry.as_str()) {
+            continue;
+        }
+        let serial = small_run(
+            dir.path(),
+            &format!("{entry}-1"),
+            &[&set, "federation.num_parallels=1"],
+        );
+        assert_eq!(
+            metrics_without_timing(&serial),
+            metrics_without_timing(&run),
+            "{entry}"
+        );
+        assert_eq!(model_bytes(&serial), model_bytes(&run), "{entry}");
+        let relay_topology = r#"topology={"kind":"hierarchical","schedulers":3,"mode":"relay"}"#;
+        let relay = small_run(
+            dir.path(),
+            &format!("{entry}-relay"),
+            &[&set, relay_topology],
+        );
+        assert_eq!(model_bytes(&relay), model_bytes(&run), "{entry}");
+        let accuracies = |run: &Path| -> Vec<Value> {
+            metrics_without_timing(run)
+                .iter()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()["test_accuracy"].clone())
+                .collect()
+        };
+        assert_eq!(accuracies(&relay), accuracies(&run), "{entry}");
+    }
+}
+
+/// The names `fedsim strategies` lists.
+fn fedsim_strategies() -> Vec<String> {
+    let output = fedsim(&["strategies"]);
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    let names: Vec<String> = text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(' ') && !l.contains(' '))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(names.len(), 13, "{text}");
+    names
+}
+
+#[test]
+fn scaffold_doubles_the_traffic_and_keeps_one_control_variate_per_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let fedavg = small_run(dir.path(), "fedavg", &[]);
+    let scaffold = small_run(
+        dir.path(),
+        "scaffold",
+        &[&strategy(r#"{"name":"scaffold"}"#)],
+    );
+    let bytes = |run: &Path, way: &str| summary(run)["traffic"][0][way].as_u64().unwrap();
+    let params = summary(&fedavg)["num_params"].as_u64().unwrap();
+    // Each of the 15 downlinks and uplinks carries one more tensor of every parameter (plus
+    // four bytes naming it).
+    for way in ["bytes_down", "bytes_up"] {
+        assert_eq!(
+            bytes(&scaffold, way) - bytes(&fedavg, way),
+            15 * (4 + 4 * params)
+        );
+    }
+    // Every client that took part keeps a control variate the size of the model.
+    let took_part: std::collections::BTreeSet<u64> = metrics_without_timing(&scaffold)
+        .iter()
+        .flat_map(|l| {
+            let record: Value = serde_json::from_str(l).unwrap();
+            record["clients"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_u64().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let state = summary(&scaffold)["client_state_bytes"].as_u64().unwrap();
+    assert_eq!(state, took_part.len() as u64 * 4 * params);
+    assert_eq!(summary(&fedavg)["client_state_bytes"], 0);
+}
+
+#[test]
+fn aggregating_schedulers_pre_combine_only_what_the_strategy_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let aggregate = |edge_rounds: u32| {
+        format!(
+            r#"topology={{"kind":"hierarchical","schedulers":2,"mode":"aggregate","edge_rounds":{edge_rounds}}}"#
+        )
+    };
+    // SCAFFOLD's control variate changes add up across a group: with one edge round the tree
+    // gives flat's model up to f32 rounding.
+    let scaffold = strategy(r#"{"name":"scaffold"}"#);
+    let flat = small_run(dir.path(), "flat", &[&scaffold]);
+    let tree = small_run(dir.path(), "tree", &[&scaffold, &aggregate(1)]);
+    let floats = |run: &Path| -> Vec<f32> {
+        model_bytes(run)
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    let largest = floats(&flat)
+        .iter()
+        .zip(floats(&tree))
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(largest < 1e-5, "largest difference {largest}");
+    let refused = |sets: &[&str], field: &str| {
+        let mut args = vec!["run", drift().to_str().unwrap().to_string().leak() as &str];
+        for set in SMALL.iter().chain(sets) {
+            args.extend(["--set", set]);
+        }
+        let output = fedsim(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(field), "{stderr}");
+        stderr
+    };
+    let krum = strategy(r#"{"name":"krum","byzantine":1}"#);
+    let stderr = refused(&[&krum, &aggregate(1)], "strategy.name");
+    assert!(stderr.contains("relay"), "{stderr}");
+    refused(&[&scaffold, &aggregate(2)], "topology.edge_rounds");
+    refused(&[&strategy(r#"{"name":"fedadam","beta3":0.5}"#)], "beta3");
+    refused(
+        &[&strategy(r#"{"name":"krum","byzantine":2}"#)],
+        "strategy.byzantine",
+    );
+}
+
+#[test]
+fn byzantine_clients_are_drawn_from_the_seed_recorded_and_attack() {
+    let dir = tempfile::tempdir().unwrap();
+    let attack = r#"byzantine={"fraction":0.2,"attack":{"kind":"sign_flip","scale":4}}"#;
+    let honest = small_run(dir.path(), "honest", &[]);
+    let attacked = small_run(dir.path(), "attacked", &[attack]);
+    let again = small_run(dir.path(), "again", &[attack]);
+    let attackers = summary(&attacked)["attackers"].clone();
+    assert_eq!(attackers.as_array().unwrap().len(), 4, "{attackers}");
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(attacked.join("attackers.json")).unwrap())
+            .unwrap();
+    assert_eq!(written, attackers);
+    assert_ne!(model_bytes(&attacked), model_bytes(&honest));
+    assert_eq!(model_bytes(&attacked), model_bytes(&again));
+    assert!(!honest.join("attackers.json").exists());
+    let flipped = small_run(
+        dir.path(),
+        "label-flip",
+        &[r#"byzantine={"clients":[0,1,2,3],"attack":{"kind":"label_flip"}}"#],
+    );
+    assert_eq!(
+        summary(&flipped)["attackers"],
+        serde_json::json!([0, 1, 2, 3])
+    );
+    assert_ne!(model_bytes(&flipped), model_bytes(&honest));
+}
+
+#[test]
+fn held_out_client_samples_give_the_spread_of_client_accuracy() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = small_run(dir.path(), "clients", &["eval.client_test_fraction=0.2"]);
+    for line in metrics_without_timing(&run) {
+        let record: Value = serde_json::from_str(&line).unwrap();
+        let spread = &record["client_accuracy"];
+        let get = |field: &str| spread[field].as_f64().unwrap();
+        assert!(
+            get("worst_10") <= get("mean") && get("mean") <= get("best_10"),
+            "{spread}"
+        );
+        assert!(get("std") > 0.0, "{spread}");
+    }
+    let plain = small_run(dir.path(), "plain", &[]);
+    assert!(!metrics_without_timing(&plain)[0].contains("client_accuracy"));
+}
+
+#[test]
+fn uneven_local_work_separates_fednova_from_fedavg() {
+    let dir = tempfile::tempdir().unwrap();
+    let uneven = r#"client.work={"kind":"uniform","min_epochs":1,"max_epochs":3}"#;
+    let fedavg = small_run(dir.path(), "fedavg", &[uneven]);
+    let fednova = small_run(
+        dir.path(),
+        "fednova",
+        &[uneven, &strategy(r#"{"name":"fednova"}"#)],
+    );
+    assert_ne!(model_bytes(&fednova), model_bytes(&fedavg));
+    let taus: Vec<f64> = metrics_without_timing(&fednova)
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["strategy"]["tau_eff"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    assert!(taus.iter().any(|t| t.fract() != 0.0), "{taus:?}");
+    // Uneven work also sets the simulated compute time: a fixed speed makes it visible.
+    let speed = r#"network={"compute":{"kind":"fixed","samples_per_second":1000}}"#;
+    let timed = small_run(dir.path(), "timed", &[uneven, speed]);
+    let fixed = small_run(dir.path(), "fixed", &[speed]);
+    let time = |run: &Path| summary(run)["sim_time_s"].as_f64().unwrap();
+    assert!(
+        time(&timed) > time(&fixed),
+        "{} vs {}",
+        time(&timed),
+        time(&fixed)
+    );
+}
