@@ -113,9 +113,12 @@ mod tests {
                 } else if path.extension().is_some_and(|e| e == "rs") {
                     let text = std::fs::read_to_string(&path).unwrap();
                     let marker = concat!("Purpose::new", "(\"");
-                    for (at, _) in text.match_indices(marker) {
-                        let rest = &text[at + marker.len()..];
-                        tags.push(rest[..rest.find('"').unwrap()].to_string());
+                    let code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+                    for line in code {
+                        for (at, _) in line.match_indices(marker) {
+                            let rest = &line[at + marker.len()..];
+                            tags.push(rest[..rest.find('"').unwrap()].to_string());
+                        }
                     }
                 }
             }

@@ -266,7 +266,6 @@ fn indices_by_class(labels: &[u8], num_classes: usize) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seed::{Purpose, stream};
     use proptest::prelude::*;
 
     fn rng() -> ChaCha12Rng {
@@ -282,6 +281,25 @@ mod tests {
         let mut all: Vec<usize> = partition.clients.concat();
         all.sort_unstable();
         assert_eq!(all, (0..n).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn holding_out_splits_each_client_and_keeps_every_sample() {
+        let partition = Partition {
+            clients: vec![(0..10).collect(), vec![10], (11..14).collect()],
+        };
+        let (train, held) = partition.hold_out(0.2, 7);
+        // round(0.2 * 10) = 2; a lone sample stays for training; at least one of three.
+        let held_sizes: Vec<usize> = held.iter().map(Vec::len).collect();
+        assert_eq!(held_sizes, [2, 0, 1]);
+        for ((all, train), held) in partition.clients.iter().zip(&train.clients).zip(&held) {
+            let mut joined: Vec<usize> = train.iter().chain(held).copied().collect();
+            joined.sort_unstable();
+            assert_eq!(&joined, all);
+        }
+        assert_eq!(partition.hold_out(0.2, 7), (train.clone(), held));
+        assert_ne!(partition.hold_out(0.2, 8).0, train);
+        assert_eq!(partition.hold_out(0.0, 7).0, partition);
     }
 
     #[test]

@@ -200,3 +200,22 @@ pub fn model_sha256(model: &[f32]) -> String {
     }
     hex::encode(hasher.finalize())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_accuracy_summarises_the_spread() {
+        // Twenty clients: 0.0, 0.05, ..., 0.95. The worst 10% are two clients (0 and 0.05),
+        // the best two 0.9 and 0.95; the mean is 0.475.
+        let accuracies: Vec<f64> = (0..20).map(|i| f64::from(i) * 0.05).collect();
+        let spread = ClientAccuracy::of(&accuracies).unwrap();
+        assert!((spread.mean - 0.475).abs() < 1e-12);
+        assert!((spread.worst_10 - 0.025).abs() < 1e-12);
+        assert!((spread.best_10 - 0.925).abs() < 1e-12);
+        let variance: f64 = accuracies.iter().map(|a| (a - 0.475).powi(2)).sum::<f64>() / 20.0;
+        assert!((spread.std - variance.sqrt()).abs() < 1e-12);
+        assert_eq!(ClientAccuracy::of(&[]), None);
+    }
+}

@@ -19,6 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::{fraction_below, positive};
 use super::vector::{Weight, difference, mean_params, squared_norm};
 use super::{Aggregate, Round, Strategy};
 use crate::network::{Tensors, Update};
@@ -113,19 +114,15 @@ impl AdagradParams {
 impl Params {
     /// The rules these values break, as (field, message).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut problems = Vec::new();
-        let positive = [("server_lr", self.server_lr), ("tau", self.tau)];
-        for (field, value) in positive {
-            if !(value > 0.0 && value.is_finite()) {
-                problems.push((field, format!("is {value}; must be greater than 0")));
-            }
-        }
-        for (field, value) in [("beta1", self.beta1), ("beta2", self.beta2)] {
-            if !(0.0..1.0).contains(&value) {
-                problems.push((field, format!("is {value}; must be in [0, 1)")));
-            }
-        }
-        problems
+        [
+            positive("server_lr", self.server_lr),
+            positive("tau", self.tau),
+            fraction_below("beta1", self.beta1, 1.0),
+            fraction_below("beta2", self.beta2, 1.0),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 

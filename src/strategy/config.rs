@@ -255,6 +255,28 @@ impl StrategyConfig {
     }
 }
 
+/// A parameter that must be a finite number greater than 0, and its problem if it is not.
+pub(super) fn positive(field: &'static str, value: f64) -> Option<(&'static str, String)> {
+    (!(value > 0.0 && value.is_finite()))
+        .then(|| (field, format!("is {value}; must be greater than 0")))
+}
+
+/// A parameter that must be a finite number of at least 0, and its problem if it is not.
+pub(super) fn non_negative(field: &'static str, value: f64) -> Option<(&'static str, String)> {
+    (!(value >= 0.0 && value.is_finite()))
+        .then(|| (field, format!("is {value}; must be at least 0")))
+}
+
+/// A parameter that must lie in `[0, below)`, and its problem if it does not.
+pub(super) fn fraction_below(
+    field: &'static str,
+    value: f64,
+    below: f64,
+) -> Option<(&'static str, String)> {
+    (!(0.0..below).contains(&value))
+        .then(|| (field, format!("is {value}; must be in [0, {below})")))
+}
+
 /// Every algorithm, with its defaults, for `fedsim strategies`.
 pub fn catalog() -> Vec<Description> {
     let all = [

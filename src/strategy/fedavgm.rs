@@ -13,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::{fraction_below, positive};
 use super::vector::{Weight, combination, difference, mean_params, squared_norm, weighted_sum};
 use super::{Aggregate, Round, Strategy};
 use crate::network::{Tensors, Update};
@@ -45,20 +46,13 @@ pub const DOCS: &[(&str, &str)] = &[
 impl Params {
     /// The rules these values break, as (field, message).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut problems = Vec::new();
-        if !(self.server_lr > 0.0 && self.server_lr.is_finite()) {
-            problems.push((
-                "server_lr",
-                format!("is {}; must be greater than 0", self.server_lr),
-            ));
-        }
-        if !(0.0..1.0).contains(&self.momentum) {
-            problems.push((
-                "momentum",
-                format!("is {}; must be in [0, 1)", self.momentum),
-            ));
-        }
-        problems
+        [
+            positive("server_lr", self.server_lr),
+            fraction_below("momentum", self.momentum, 1.0),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 

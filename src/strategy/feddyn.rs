@@ -15,6 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::positive;
 use super::vector::{squared_norm, weighted_sum};
 use super::{Aggregate, ClientAlgorithm, ClientView, Objective, Round, Strategy, Trained};
 use crate::network::{Tensors, Update};
@@ -44,14 +45,7 @@ pub const DOCS: &[(&str, &str)] = &[("alpha", "dynamic regularisation weight α 
 impl Params {
     /// The rules these values break, as (field, message).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        if self.alpha > 0.0 && self.alpha.is_finite() {
-            Vec::new()
-        } else {
-            vec![(
-                "alpha",
-                format!("is {}; must be greater than 0", self.alpha),
-            )]
-        }
+        positive("alpha", self.alpha).into_iter().collect()
     }
 }
 

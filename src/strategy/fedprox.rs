@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::non_negative;
 use super::{ClientAlgorithm, ClientView, Objective};
 use crate::network::Tensors;
 
@@ -33,11 +34,7 @@ pub const DOCS: &[(&str, &str)] = &[("mu", "proximal weight μ (≥ 0); 0 gives 
 impl Params {
     /// The rules these values break, as (field, message).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        if self.mu >= 0.0 && self.mu.is_finite() {
-            Vec::new()
-        } else {
-            vec![("mu", format!("is {}; must be at least 0", self.mu))]
-        }
+        non_negative("mu", self.mu).into_iter().collect()
     }
 }
 

@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::{non_negative, positive};
 use super::vector::{combination, squared_distance};
 use super::{Aggregate, ClientAlgorithm, ClientView, Round, Strategy, Trained};
 use crate::network::{Tensors, Update};
@@ -59,14 +60,11 @@ pub const DOCS: &[(&str, &str)] = &[
 impl Params {
     /// The rules these values break, as (field, message).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut problems = Vec::new();
-        if !(self.q >= 0.0 && self.q.is_finite()) {
-            problems.push(("q", format!("is {}; must be at least 0", self.q)));
-        }
-        if let Some(l) = self.lipschitz.filter(|l| !(*l > 0.0 && l.is_finite())) {
-            problems.push(("lipschitz", format!("is {l}; must be greater than 0")));
-        }
-        problems
+        let lipschitz = self.lipschitz.and_then(|l| positive("lipschitz", l));
+        [non_negative("q", self.q), lipschitz]
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }
 

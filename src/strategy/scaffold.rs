@@ -19,6 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::positive;
 use super::vector::{Weight, combination, mean_params, squared_norm, sum_extra, weighted_sum};
 use super::{Aggregate, ClientAlgorithm, ClientView, Objective, Round, Strategy, Trained};
 use crate::network::{Tensors, Update};
@@ -51,14 +52,7 @@ pub const DOCS: &[(&str, &str)] = &[(
 impl Params {
     /// The rules these values break, as (field, message).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        if self.server_lr > 0.0 && self.server_lr.is_finite() {
-            Vec::new()
-        } else {
-            vec![(
-                "server_lr",
-                format!("is {}; must be greater than 0", self.server_lr),
-            )]
-        }
+        positive("server_lr", self.server_lr).into_iter().collect()
     }
 }
 

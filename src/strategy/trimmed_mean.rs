@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::fraction_below;
 use super::vector::coordinatewise;
 use super::{Aggregate, Round, Strategy};
 use crate::network::Update;
@@ -36,11 +37,7 @@ pub const DOCS: &[(&str, &str)] = &[(
 impl Params {
     /// The rules these values break, as (field, message).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        if (0.0..0.5).contains(&self.trim) {
-            Vec::new()
-        } else {
-            vec![("trim", format!("is {}; must be in [0, 0.5)", self.trim))]
-        }
+        fraction_below("trim", self.trim, 0.5).into_iter().collect()
     }
 }
 
