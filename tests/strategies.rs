@@ -335,3 +335,17 @@ fn uneven_local_work_separates_fednova_from_fedavg() {
         time(&fixed)
     );
 }
+
+#[test]
+fn the_shipped_strategy_experiments_run() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["drift", "attack", "fairness"] {
+        let out = dir.path().join(name);
+        run_ok(
+            &experiment(&format!("strategies/{name}")),
+            &out,
+            &["federation.rounds=2", "eval.every=1"],
+        );
+        assert_eq!(metrics_without_timing(&out).len(), 2, "{name}");
+    }
+}

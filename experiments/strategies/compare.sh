@@ -57,7 +57,7 @@ drift() {
     done
     local best=()
     for seed in "${seeds[@]}"; do
-      best+=("$(grep -o '"best_accuracy":[0-9.e-]*' "$out/drift-$name-seed$seed/summary.json" | cut -d: -f2)")
+      best+=("$(grep -o '"best_accuracy": *[0-9.e-]*' "$out/drift-$name-seed$seed/summary.json" | cut -d: -f2)")
     done
     echo "| $name | ${cells[0]} | ${cells[1]} | ${cells[2]} | $(mean_sd "${best[@]}") |"
   done

@@ -182,7 +182,8 @@ pub enum EdgeAggregation {
     Unsupported(&'static str),
 }
 
-/// A scheduler's partial aggregate of `parts` (sorted by client id), as `rule` says.
+/// A scheduler's partial aggregate of `parts` (sorted by client id): the sample-weighted mean
+/// of their models and extra tensors, except the extra tensors named in `sums`, which add up.
 pub fn combine(round: u32, parts: &[Update], sums: &[&str]) -> Update {
     let params = vector::mean_params(parts, vector::Weight::Samples);
     let shares = vector::Weight::Samples.shares(parts);

@@ -12,7 +12,10 @@
 //! ```
 //!
 //! `L` is the Lipschitz estimate; the paper uses `1 / η` (the local learning rate), the
-//! default here. The update is computed as the combination
+//! default here. The paper samples clients in proportion to their sample counts and then
+//! counts them equally; fedsim's server samples uniformly (every strategy sees the same
+//! clients), so here `q = 0` is the plain mean of the client models, which is FedAvg only when
+//! clients hold equal numbers of samples. The update is computed as the combination
 //! `Σ_k (L F_k^q / H) w̄_k + (Σ_k q F_k^(q-1) |Δw_k|² / H) w` with `H = Σ_k h_k`, so with
 //! `q = 0` the second weight is exactly zero and the result is the plain mean of the models.
 
