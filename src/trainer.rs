@@ -145,15 +145,7 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let device = setup.backend.training_device();
-        let net = slot.take().unwrap_or_else(|| {
-            let data = &setup.data;
-            Net::new(
-                setup.model,
-                data.sample_shape(),
-                data.num_classes(),
-                &device,
-            )
-        });
+        let net = slot.take().unwrap_or_else(|| self.new_net(&device));
         let net = flat::load(net, &job.model);
         setup.faults.strike(job.round, job.client)?;
         let indices = &setup.partition.clients[job.client];
@@ -168,11 +160,7 @@ impl Shared {
         };
         let mut state = setup.states.get(job.client);
         let objective = setup.algorithm.objective(&view, state.as_ref());
-        let attack = setup
-            .byzantine
-            .as_ref()
-            .filter(|(_, attackers)| attackers[job.client])
-            .map(|(attack, _)| *attack);
+        let attack = self.attack_of(job.client);
         let local = LocalData {
             data: &setup.data,
             indices,
@@ -213,6 +201,23 @@ impl Shared {
             params,
             extras,
         })
+    }
+
+    /// A model for a worker that has none yet.
+    fn new_net(&self, device: &burn::tensor::Device) -> Net {
+        let data = &self.setup.data;
+        Net::new(
+            self.setup.model,
+            data.sample_shape(),
+            data.num_classes(),
+            device,
+        )
+    }
+
+    /// The attack `client` makes, if it is a Byzantine client.
+    fn attack_of(&self, client: ClientId) -> Option<Attack> {
+        let (attack, attackers) = self.setup.byzantine.as_ref()?;
+        attackers[client].then_some(*attack)
     }
 }
 
