@@ -142,6 +142,46 @@ fn each_validation_rule_names_its_field() {
             serde_json::json!([{"round": 99, "client": 0, "kind": "panic"}]),
             "faults[0].round",
         ),
+        (
+            "/strategy",
+            serde_json::json!({"name": "fedyogi", "beta2": 1.0}),
+            "strategy.beta2",
+        ),
+        (
+            "/strategy",
+            serde_json::json!({"name": "krum", "byzantine": u64::MAX}),
+            "strategy.byzantine",
+        ),
+        (
+            "/strategy",
+            serde_json::json!({"name": "trimmed_mean", "trim": 0.5}),
+            "strategy.trim",
+        ),
+        (
+            "/strategy",
+            serde_json::json!({"name": "qffl", "lipschitz": 0}),
+            "strategy.lipschitz",
+        ),
+        (
+            "/client/work",
+            serde_json::json!({"kind": "uniform", "min_epochs": 3, "max_epochs": 2}),
+            "client.work.min_epochs",
+        ),
+        (
+            "/byzantine",
+            serde_json::json!({"clients": [100], "attack": {"kind": "label_flip"}}),
+            "byzantine.clients",
+        ),
+        (
+            "/byzantine",
+            serde_json::json!({"fraction": 0.1, "attack": {"kind": "gaussian", "std": -1}}),
+            "byzantine.attack.std",
+        ),
+        (
+            "/eval/client_test_fraction",
+            1.0.into(),
+            "eval.client_test_fraction",
+        ),
     ];
     for (pointer, value, expected) in cases {
         let set_field = |v: &mut serde_json::Value| {

@@ -49,14 +49,14 @@ impl Params {
     /// The rules these values break against `clients_per_round`, as (field, message).
     pub fn problems(&self, clients_per_round: usize) -> Vec<(&'static str, String)> {
         let mut problems = Vec::new();
-        if clients_per_round < 2 * self.byzantine + 3 {
+        let needed = needed(self.byzantine);
+        if clients_per_round < needed {
             problems.push((
                 "byzantine",
                 format!(
                     "is {}; Krum needs at least 2 * byzantine + 3 = {} updates a round, and \
                      federation.clients_per_round is {clients_per_round}",
-                    self.byzantine,
-                    2 * self.byzantine + 3
+                    self.byzantine, needed
                 ),
             ));
         }
@@ -65,6 +65,12 @@ impl Params {
         }
         problems
     }
+}
+
+/// The updates Krum needs to tolerate `byzantine` attackers: `2f + 3` (saturating, for
+/// absurd `f` from an experiment file).
+fn needed(byzantine: usize) -> usize {
+    byzantine.saturating_mul(2).saturating_add(3)
 }
 
 /// The server half.
@@ -106,7 +112,7 @@ impl Krum {
 impl Strategy for Krum {
     fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
         let (n, f) = (updates.len(), self.params.byzantine);
-        if n < 2 * f + 3 {
+        if n < needed(f) {
             return Aggregate::model(global.to_vec()).with("krum_skipped", 1.0);
         }
         let scores = self.scores(updates);
