@@ -89,121 +89,125 @@ pub struct Description {
     pub params: Vec<(String, Value, &'static str)>,
 }
 
-/// Updates robust rules must see one by one.
+/// What is known of an algorithm besides its parameters.
+struct Facts {
+    /// The `name` in the experiment file.
+    name: &'static str,
+    /// The paper it follows.
+    paper: &'static str,
+    /// What each parameter means.
+    docs: &'static [(&'static str, &'static str)],
+    /// How an aggregating scheduler may pre-combine its group.
+    edge: EdgeAggregation,
+}
+
+/// Why the robust rules cannot run under aggregating schedulers.
 const ROBUST: &str = "a robust rule must see every client's update: use topology.mode \"relay\"";
 
 impl StrategyConfig {
     /// The algorithm's name in the experiment file.
     pub fn name(&self) -> &'static str {
-        self.facts().0
+        self.facts().name
     }
 
-    /// The name, the paper, the meaning of each parameter, and how a scheduler may
-    /// pre-combine.
-    fn facts(
-        &self,
-    ) -> (
-        &'static str,
-        &'static str,
-        &'static [(&'static str, &'static str)],
-        EdgeAggregation,
-    ) {
+    /// What `fedsim strategies` and validation need to know of the algorithm.
+    fn facts(&self) -> Facts {
         let any = EdgeAggregation::Mean {
             several_edge_rounds: true,
             sums: &[],
         };
         match self {
-            Self::FedAvg(_) => (
-                "fedavg",
-                "McMahan et al. 2017, Communication-Efficient Learning of Deep Networks from Decentralized Data",
-                &[],
-                any,
-            ),
-            Self::FedAvgM(_) => (
-                "fedavgm",
-                "Hsu, Qi and Brown 2019, Measuring the Effects of Non-Identical Data Distribution for Federated Visual Classification",
-                fedavgm::DOCS,
-                any,
-            ),
-            Self::FedAdagrad(_) => (
-                "fedadagrad",
-                "Reddi et al. 2021, Adaptive Federated Optimization",
-                adaptive::ADAGRAD_DOCS,
-                any,
-            ),
-            Self::FedAdam(_) => (
-                "fedadam",
-                "Reddi et al. 2021, Adaptive Federated Optimization",
-                adaptive::DOCS,
-                any,
-            ),
-            Self::FedYogi(_) => (
-                "fedyogi",
-                "Reddi et al. 2021, Adaptive Federated Optimization",
-                adaptive::DOCS,
-                any,
-            ),
-            Self::FedProx(_) => (
-                "fedprox",
-                "Li et al. 2020, Federated Optimization in Heterogeneous Networks",
-                fedprox::DOCS,
-                any,
-            ),
-            Self::Scaffold(_) => (
-                "scaffold",
-                "Karimireddy et al. 2020, SCAFFOLD: Stochastic Controlled Averaging for Federated Learning",
-                scaffold::DOCS,
-                EdgeAggregation::Mean {
+            Self::FedAvg(_) => Facts {
+                name: "fedavg",
+                paper: "McMahan et al. 2017, Communication-Efficient Learning of Deep Networks from Decentralized Data",
+                docs: &[],
+                edge: any,
+            },
+            Self::FedAvgM(_) => Facts {
+                name: "fedavgm",
+                paper: "Hsu, Qi and Brown 2019, Measuring the Effects of Non-Identical Data Distribution for Federated Visual Classification",
+                docs: fedavgm::DOCS,
+                edge: any,
+            },
+            Self::FedAdagrad(_) => Facts {
+                name: "fedadagrad",
+                paper: "Reddi et al. 2021, Adaptive Federated Optimization",
+                docs: adaptive::ADAGRAD_DOCS,
+                edge: any,
+            },
+            Self::FedAdam(_) => Facts {
+                name: "fedadam",
+                paper: "Reddi et al. 2021, Adaptive Federated Optimization",
+                docs: adaptive::DOCS,
+                edge: any,
+            },
+            Self::FedYogi(_) => Facts {
+                name: "fedyogi",
+                paper: "Reddi et al. 2021, Adaptive Federated Optimization",
+                docs: adaptive::DOCS,
+                edge: any,
+            },
+            Self::FedProx(_) => Facts {
+                name: "fedprox",
+                paper: "Li et al. 2020, Federated Optimization in Heterogeneous Networks",
+                docs: fedprox::DOCS,
+                edge: any,
+            },
+            Self::Scaffold(_) => Facts {
+                name: "scaffold",
+                paper: "Karimireddy et al. 2020, SCAFFOLD: Stochastic Controlled Averaging for Federated Learning",
+                docs: scaffold::DOCS,
+                edge: EdgeAggregation::Mean {
                     several_edge_rounds: false,
                     sums: &[scaffold::CONTROL_DELTA],
                 },
-            ),
-            Self::FedNova(_) => (
-                "fednova",
-                "Wang et al. 2020, Tackling the Objective Inconsistency Problem in Heterogeneous Federated Optimization",
-                &[],
-                EdgeAggregation::Unsupported(
+            },
+            Self::FedNova(_) => Facts {
+                name: "fednova",
+                paper: "Wang et al. 2020, Tackling the Objective Inconsistency Problem in Heterogeneous Federated Optimization",
+                docs: &[],
+                edge: EdgeAggregation::Unsupported(
                     "FedNova normalises each client's update by its own local work",
                 ),
-            ),
-            Self::FedDyn(_) => (
-                "feddyn",
-                "Acar et al. 2021, Federated Learning Based on Dynamic Regularization",
-                feddyn::DOCS,
-                EdgeAggregation::Unsupported(
+            },
+            Self::FedDyn(_) => Facts {
+                name: "feddyn",
+                paper: "Acar et al. 2021, Federated Learning Based on Dynamic Regularization",
+                docs: feddyn::DOCS,
+                edge: EdgeAggregation::Unsupported(
                     "FedDyn averages client models with equal weights and counts every client's change",
                 ),
-            ),
-            Self::QFfl(_) => (
-                "qffl",
-                "Li, Sanjabi, Beirami and Smith 2020, Fair Resource Allocation in Federated Learning",
-                qffl::DOCS,
-                EdgeAggregation::Unsupported("q-FFL weighs each client by its own loss"),
-            ),
-            Self::Median(_) => (
-                "median",
-                "Yin et al. 2018, Byzantine-Robust Distributed Learning: Towards Optimal Statistical Rates",
-                &[],
-                EdgeAggregation::Unsupported(ROBUST),
-            ),
-            Self::TrimmedMean(_) => (
-                "trimmed_mean",
-                "Yin et al. 2018, Byzantine-Robust Distributed Learning: Towards Optimal Statistical Rates",
-                trimmed_mean::DOCS,
-                EdgeAggregation::Unsupported(ROBUST),
-            ),
-            Self::Krum(_) => (
-                "krum",
-                "Blanchard et al. 2017, Machine Learning with Adversaries: Byzantine Tolerant Gradient Descent",
-                krum::DOCS,
-                EdgeAggregation::Unsupported(ROBUST),
-            ),
+            },
+            Self::QFfl(_) => Facts {
+                name: "qffl",
+                paper: "Li, Sanjabi, Beirami and Smith 2020, Fair Resource Allocation in Federated Learning",
+                docs: qffl::DOCS,
+                edge: EdgeAggregation::Unsupported("q-FFL weighs each client by its own loss"),
+            },
+            Self::Median(_) => Facts {
+                name: "median",
+                paper: "Yin et al. 2018, Byzantine-Robust Distributed Learning: Towards Optimal Statistical Rates",
+                docs: &[],
+                edge: EdgeAggregation::Unsupported(ROBUST),
+            },
+            Self::TrimmedMean(_) => Facts {
+                name: "trimmed_mean",
+                paper: "Yin et al. 2018, Byzantine-Robust Distributed Learning: Towards Optimal Statistical Rates",
+                docs: trimmed_mean::DOCS,
+                edge: EdgeAggregation::Unsupported(ROBUST),
+            },
+            Self::Krum(_) => Facts {
+                name: "krum",
+                paper: "Blanchard et al. 2017, Machine Learning with Adversaries: Byzantine Tolerant Gradient Descent",
+                docs: krum::DOCS,
+                edge: EdgeAggregation::Unsupported(ROBUST),
+            },
         }
     }
 
     /// How an aggregating scheduler may pre-combine its group's updates.
     pub fn edge_aggregation(&self) -> EdgeAggregation {
-        self.facts().3
+        self.facts().edge
     }
 
     /// Every rule the parameters break, as (field under `strategy`, message).
@@ -296,7 +300,12 @@ pub fn catalog() -> Vec<Description> {
     ];
     all.iter()
         .map(|config| {
-            let (name, paper, docs, edge) = config.facts();
+            let Facts {
+                name,
+                paper,
+                docs,
+                edge,
+            } = config.facts();
             let defaults = serde_json::to_value(config).expect("a strategy always serialises");
             let params = docs
                 .iter()
