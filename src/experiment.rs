@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::Error;
 use crate::checkpoint::RunState;
-use crate::config::{DatasetKind, ExperimentConfig, PartitionConfig};
+use crate::config::{DatasetKind, ExperimentConfig, PartitionScheme};
 use crate::data::partition::{Partition, PartitionError};
 use crate::data::{DataFile, Dataset, mnist};
 use crate::model::Net;
@@ -59,8 +59,8 @@ impl Experiment {
             DatasetKind::Mnist => mnist::load(&config.data.dir, config.data.normalize)?,
         };
         let partition = partition(&config, &data.train)?;
-        let (training, held_out) =
-            partition.hold_out(config.eval.client_test_fraction, config.seed);
+        let split_seed = config.partition.seed_or(config.seed);
+        let (training, held_out) = partition.hold_out(config.eval.client_test_fraction, split_seed);
         Ok(Self {
             config,
             train: Arc::new(data.train),
@@ -534,10 +534,15 @@ fn partition(config: &ExperimentConfig, train: &Dataset) -> Result<Partition, Er
         ))
         .into());
     }
-    let rng = &mut stream(config.seed, Purpose::PARTITION, 0, 0);
-    Ok(match &config.partition {
-        PartitionConfig::Iid => Partition::iid(labels.len(), num_clients, rng),
-        PartitionConfig::Dirichlet { alpha, min_size } => Partition::dirichlet(
+    let rng = &mut stream(
+        config.partition.seed_or(config.seed),
+        Purpose::PARTITION,
+        0,
+        0,
+    );
+    Ok(match &config.partition.scheme {
+        PartitionScheme::Iid => Partition::iid(labels.len(), num_clients, rng),
+        PartitionScheme::Dirichlet { alpha, min_size } => Partition::dirichlet(
             labels,
             train.num_classes(),
             num_clients,
@@ -545,9 +550,9 @@ fn partition(config: &ExperimentConfig, train: &Dataset) -> Result<Partition, Er
             *min_size,
             rng,
         )?,
-        PartitionConfig::Shards { num_shards } => {
+        PartitionScheme::Shards { num_shards } => {
             Partition::shards(labels, num_clients, *num_shards, rng)?
         }
-        PartitionConfig::File { file } => Partition::load(file, num_clients, labels.len())?,
+        PartitionScheme::File { file } => Partition::load(file, num_clients, labels.len())?,
     })
 }

@@ -19,7 +19,7 @@ mod work;
 
 pub use overrides::Override;
 
-pub use partition::PartitionConfig;
+pub use partition::{PartitionConfig, PartitionScheme};
 pub use topology::{
     AvailabilityConfig, ClientLinkOverride, ComputeConfig, FailurePolicy, NetworkConfig,
     SchedulerMode, TopologyConfig,
@@ -373,7 +373,7 @@ impl ExperimentConfig {
 
     fn resolve_paths(&mut self, base: &Path) {
         self.data.dir = base.join(&self.data.dir);
-        if let PartitionConfig::File { file } = &mut self.partition {
+        if let PartitionScheme::File { file } = &mut self.partition.scheme {
             *file = base.join(&*file);
         }
     }
@@ -481,9 +481,9 @@ impl ExperimentConfig {
             "eval.client_test_fraction",
             format!("is {}; must be in [0, 1)", self.eval.client_test_fraction),
         );
-        match &self.partition {
-            PartitionConfig::Iid => {}
-            PartitionConfig::Dirichlet { alpha, min_size } => {
+        match &self.partition.scheme {
+            PartitionScheme::Iid => {}
+            PartitionScheme::Dirichlet { alpha, min_size } => {
                 check(
                     *alpha > 0.0 && alpha.is_finite(),
                     "partition.alpha",
@@ -496,7 +496,7 @@ impl ExperimentConfig {
                     "must be at least 1".into(),
                 );
             }
-            PartitionConfig::Shards { num_shards } => check(
+            PartitionScheme::Shards { num_shards } => check(
                 *num_shards >= fed.num_clients
                     && fed.num_clients > 0
                     && num_shards % fed.num_clients == 0,
@@ -506,7 +506,7 @@ impl ExperimentConfig {
                     fed.num_clients
                 ),
             ),
-            PartitionConfig::File { file } => check(
+            PartitionScheme::File { file } => check(
                 file.is_file(),
                 "partition.file",
                 format!("file {} does not exist", file.display()),

@@ -5,10 +5,29 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// How the training set is split among clients. Written either with a `scheme`
-/// (`{"scheme": "dirichlet", "alpha": 0.5}`) or as a saved partition (`{"file": "p.json"}`).
+/// (`{"scheme": "dirichlet", "alpha": 0.5}`, optionally with its own `"seed"`) or as a saved
+/// partition (`{"file": "p.json"}`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(try_from = "RawPartition", into = "RawPartition")]
-pub enum PartitionConfig {
+pub struct PartitionConfig {
+    /// The scheme, or the file.
+    pub scheme: PartitionScheme,
+    /// The seed of the split's random draws (and of the clients' held-out samples); `None`,
+    /// the default, uses the experiment seed. Setting it holds the split fixed while `seed`
+    /// varies the training.
+    pub seed: Option<u64>,
+}
+
+impl PartitionConfig {
+    /// The seed the split draws from, given the experiment seed.
+    pub fn seed_or(&self, experiment_seed: u64) -> u64 {
+        self.seed.unwrap_or(experiment_seed)
+    }
+}
+
+/// How the training set is split among clients.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum PartitionScheme {
     /// Shuffle and deal out equal parts.
     #[default]
     Iid,
@@ -50,6 +69,8 @@ struct RawPartition {
     num_shards: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
 }
 
 impl TryFrom<RawPartition> for PartitionConfig {
@@ -69,9 +90,9 @@ impl TryFrom<RawPartition> for PartitionConfig {
             }
         };
         let allowed: &[&str] = match scheme {
-            "iid" => &[],
-            "dirichlet" => &["alpha", "min_size"],
-            "shards" => &["num_shards"],
+            "iid" => &["seed"],
+            "dirichlet" => &["alpha", "min_size", "seed"],
+            "shards" => &["num_shards", "seed"],
             "file" => &["file"],
             other => {
                 return Err(format!(
@@ -84,6 +105,7 @@ impl TryFrom<RawPartition> for PartitionConfig {
             ("min_size", raw.min_size.is_some()),
             ("num_shards", raw.num_shards.is_some()),
             ("file", raw.file.is_some()),
+            ("seed", raw.seed.is_some()),
         ];
         if let Some((field, _)) = present
             .iter()
@@ -94,18 +116,22 @@ impl TryFrom<RawPartition> for PartitionConfig {
         fn required<T>(value: Option<T>, scheme: &str, field: &str) -> Result<T, String> {
             value.ok_or_else(|| format!("scheme {scheme:?} needs `{field}`"))
         }
-        Ok(match scheme {
-            "iid" => PartitionConfig::Iid,
-            "dirichlet" => PartitionConfig::Dirichlet {
+        let parsed = match scheme {
+            "iid" => PartitionScheme::Iid,
+            "dirichlet" => PartitionScheme::Dirichlet {
                 alpha: required(raw.alpha, scheme, "alpha")?,
                 min_size: raw.min_size.unwrap_or(DEFAULT_MIN_SIZE),
             },
-            "shards" => PartitionConfig::Shards {
+            "shards" => PartitionScheme::Shards {
                 num_shards: required(raw.num_shards, scheme, "num_shards")?,
             },
-            _ => PartitionConfig::File {
+            _ => PartitionScheme::File {
                 file: required(raw.file, scheme, "file")?,
             },
+        };
+        Ok(PartitionConfig {
+            scheme: parsed,
+            seed: raw.seed,
         })
     }
 }
@@ -113,26 +139,30 @@ impl TryFrom<RawPartition> for PartitionConfig {
 impl From<PartitionConfig> for RawPartition {
     fn from(config: PartitionConfig) -> Self {
         let scheme = |name: &str| Some(name.to_string());
-        match config {
-            PartitionConfig::Iid => RawPartition {
+        let raw = match config.scheme {
+            PartitionScheme::Iid => RawPartition {
                 scheme: scheme("iid"),
                 ..Default::default()
             },
-            PartitionConfig::Dirichlet { alpha, min_size } => RawPartition {
+            PartitionScheme::Dirichlet { alpha, min_size } => RawPartition {
                 scheme: scheme("dirichlet"),
                 alpha: Some(alpha),
                 min_size: Some(min_size),
                 ..Default::default()
             },
-            PartitionConfig::Shards { num_shards } => RawPartition {
+            PartitionScheme::Shards { num_shards } => RawPartition {
                 scheme: scheme("shards"),
                 num_shards: Some(num_shards),
                 ..Default::default()
             },
-            PartitionConfig::File { file } => RawPartition {
+            PartitionScheme::File { file } => RawPartition {
                 file: Some(file),
                 ..Default::default()
             },
+        };
+        RawPartition {
+            seed: config.seed,
+            ..raw
         }
     }
 }
@@ -146,8 +176,8 @@ mod tests {
     fn partition_accepts_a_bare_file() {
         let config: PartitionConfig = serde_json::from_value(json!({"file": "p.json"})).unwrap();
         assert_eq!(
-            config,
-            PartitionConfig::File {
+            config.scheme,
+            PartitionScheme::File {
                 file: "p.json".into()
             }
         );
@@ -165,11 +195,23 @@ mod tests {
         let config: PartitionConfig =
             serde_json::from_value(json!({"scheme": "dirichlet", "alpha": 0.3})).unwrap();
         assert_eq!(
-            config,
-            PartitionConfig::Dirichlet {
+            config.scheme,
+            PartitionScheme::Dirichlet {
                 alpha: 0.3,
                 min_size: DEFAULT_MIN_SIZE
             }
         );
+        assert_eq!(config.seed_or(9), 9);
+    }
+
+    #[test]
+    fn a_scheme_takes_its_own_seed_and_writes_it_back() {
+        let written = json!({"scheme": "shards", "num_shards": 200, "seed": 4});
+        let config: PartitionConfig = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(config.seed_or(9), 4);
+        assert_eq!(serde_json::to_value(&config).unwrap(), written);
+        let err = serde_json::from_value::<PartitionConfig>(json!({"file": "p.json", "seed": 4}))
+            .unwrap_err();
+        assert!(err.to_string().contains("`seed` does not apply"), "{err}");
     }
 }
