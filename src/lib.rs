@@ -21,6 +21,7 @@ pub mod report;
 pub mod seed;
 pub mod stop;
 pub mod strategy;
+pub mod sweep;
 pub mod topology;
 pub mod train;
 pub mod trainer;
@@ -49,6 +50,9 @@ pub enum Error {
     /// The federation stopped: a client failed, or a tier was lost.
     #[error(transparent)]
     Federation(#[from] topology::FederationError),
+    /// The sweep file is invalid, or its folder holds runs of other settings.
+    #[error(transparent)]
+    Sweep(#[from] sweep::SweepError),
     /// Worker threads could not be started.
     #[error("cannot start worker threads: {0}")]
     Threads(String),
@@ -65,7 +69,7 @@ impl Error {
     pub fn is_bad_input(&self) -> bool {
         use report::run_folder::FolderError;
         match self {
-            Error::Config(_) | Error::Data(_) | Error::Partition(_) => true,
+            Error::Config(_) | Error::Data(_) | Error::Partition(_) | Error::Sweep(_) => true,
             Error::Folder(error) => !matches!(error, FolderError::Write(_)),
             _ => false,
         }

@@ -34,6 +34,28 @@ enum Command {
     /// List the FL algorithms an experiment's `strategy` can name, with their parameters,
     /// defaults and papers.
     Strategies,
+    /// Run every experiment of a sweep file (a base experiment, variants and a grid of
+    /// field values), each in its own folder; rerunning skips finished runs and resumes
+    /// killed ones.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    /// Sweep file (JSON); see the README's Sweeps section.
+    sweep: PathBuf,
+    /// Sweep folder [default: runs/<sweep name>].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Experiments run at once; each gets an equal share of the cores as its workers.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    jobs: u16,
+    /// Print the runs and their folders, and what the folder holds of each, without running.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print one plain line per finished run instead of a progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -97,6 +119,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Partition { experiment } => partition(&experiment),
+        Command::Sweep(args) => {
+            signal = Some(watch_signals(&stop));
+            sweep(&args, &stop)
+        }
         Command::Strategies => {
             print!("{}", strategies());
             Ok(())
@@ -104,11 +130,13 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err((Error::Stopped { round }, Some(dir))) => {
-            eprintln!(
-                "stopped after round {round}; the run folder keeps what it has done. Continue it with:\n  fedsim run --resume {}",
-                dir.display()
-            );
+        Err((Error::Stopped { round }, dir)) => {
+            if let Some(dir) = dir {
+                eprintln!(
+                    "stopped after round {round}; the run folder keeps what it has done. Continue it with:\n  fedsim run --resume {}",
+                    dir.display()
+                );
+            }
             // As shells report a process ended by a signal: 128 + its number.
             let received = signal.map_or(0, |s| s.load(Ordering::SeqCst));
             let code = 128 + received;
@@ -118,6 +146,64 @@ fn main() -> ExitCode {
             eprintln!("error: {error}");
             ExitCode::from(if error.is_bad_input() { 2 } else { 1 })
         }
+    }
+}
+
+/// Runs (or, with `--dry-run`, lists) a sweep.
+fn sweep(args: &SweepArgs, stop: &StopSignal) -> Result<(), Failure> {
+    use fedsim::sweep::{FolderState, Sweep};
+    let sweep = Sweep::load(&args.sweep).map_err(|e| (e.into(), None))?;
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(&sweep.name));
+    if args.dry_run {
+        let states = sweep.states(&dir).map_err(|e| (e, None))?;
+        for (run, state) in sweep.runs.iter().zip(states) {
+            let state = match state {
+                FolderState::New => "new",
+                FolderState::Partial => "resumes",
+                FolderState::Finished => "finished",
+            };
+            say(format_args!(
+                "{} ({state}): {}",
+                dir.join(&run.name).display(),
+                run.overrides.join(" ")
+            ));
+        }
+        return Ok(());
+    }
+    say(format_args!(
+        "{}: {} runs, {} at a time; results in {}",
+        sweep.name,
+        sweep.runs.len(),
+        args.jobs,
+        dir.display()
+    ));
+    let outcome = sweep
+        .run(&dir, usize::from(args.jobs), args.quiet, stop)
+        .map_err(|e| (e, None))?;
+    say(format_args!(
+        "{} runs played, {} finished before, {} failed",
+        outcome.completed,
+        outcome.skipped,
+        outcome.failed.len()
+    ));
+    if outcome.stopped {
+        eprintln!(
+            "stopped; {} keeps the finished runs and the stopped ones' checkpoints. Continue with:\n  fedsim sweep {}{}",
+            dir.display(),
+            args.sweep.display(),
+            args.out
+                .as_ref()
+                .map(|out| format!(" --out {}", out.display()))
+                .unwrap_or_default()
+        );
+        return Err((Error::Stopped { round: 0 }, None));
+    }
+    match outcome.failed.into_iter().next() {
+        Some((name, error)) => Err((error, Some(dir.join(name)))),
+        None => Ok(()),
     }
 }
 

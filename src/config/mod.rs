@@ -329,9 +329,19 @@ impl ExperimentConfig {
                 .unwrap_or_default(),
             source,
         })?;
-        let mut value: Value = serde_json::from_str(&text)
+        let value: Value = serde_json::from_str(&text)
             .map_err(|e| invalid(path, ".", format!("not valid JSON: {e}")))?;
-        for assignment in &overrides {
+        Self::with_overrides(value, path, &overrides)
+    }
+
+    /// Applies `overrides` to an experiment held as JSON, read from `path`, then parses,
+    /// resolves and validates it; a problem an override caused names that override.
+    pub fn with_overrides(
+        mut value: Value,
+        path: &Path,
+        overrides: &[Override],
+    ) -> Result<Self, ConfigError> {
+        for assignment in overrides {
             assignment.apply(&mut value)?;
         }
         Self::from_value(value, path).map_err(|error| match error {

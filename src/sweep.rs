@@ -1,0 +1,595 @@
+//! Sweeps: one base experiment and the runs that vary it. A sweep file names the base (a path,
+//! relative to the sweep file, or an inline experiment), a grid of axes (an experiment field's
+//! path and its values; every combination is a run) and optional named variants (each a set of
+//! overrides, for what a grid cannot express). Every run is an ordinary experiment with its own
+//! run folder under the sweep folder, named from its variant and axis values.
+//!
+//! ```json
+//! {
+//!   "name": "drift",
+//!   "base": "drift.json",
+//!   "variants": [
+//!     {"name": "fedavg", "set": {"strategy": {"name": "fedavg"}}},
+//!     {"name": "fedprox", "set": {"strategy": {"name": "fedprox", "mu": 0.01}}}
+//!   ],
+//!   "grid": {"partition.alpha": [0.1, 1.0], "seed": [1, 2, 3]}
+//! }
+//! ```
+//!
+//! Every run's config is built and validated before the first run starts. Axes are applied in
+//! the order of their paths (sorted), after the variant's overrides.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::config::{ConfigError, ExperimentConfig, Override};
+use crate::report::run_folder::CHECKPOINT;
+use crate::report::{Progress, RunFolder, say};
+use crate::stop::StopSignal;
+use crate::{Error, Experiment, Resumable};
+
+/// A sweep file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SweepFile {
+    /// The sweep's name: the default folder is `runs/<name>`.
+    name: String,
+    /// The base experiment: a path relative to the sweep file, or an experiment object.
+    base: Value,
+    /// Named sets of overrides; each is crossed with the grid.
+    #[serde(default)]
+    variants: Vec<Variant>,
+    /// Field paths and their values; every combination is a run.
+    #[serde(default)]
+    grid: BTreeMap<String, Vec<Value>>,
+}
+
+/// One named set of overrides.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Variant {
+    /// Its name, the first part of its runs' folder names.
+    name: String,
+    /// Field paths and their values.
+    set: BTreeMap<String, Value>,
+}
+
+/// One run of a sweep, validated.
+#[derive(Debug, Clone)]
+pub struct SweepRun {
+    /// Its folder name under the sweep folder, from its variant and axis values.
+    pub name: String,
+    /// Its overrides of the base experiment, as `path=value` texts.
+    pub overrides: Vec<String>,
+    /// Its resolved experiment.
+    pub config: ExperimentConfig,
+}
+
+/// A sweep with every run built and checked.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    /// The sweep's name.
+    pub name: String,
+    /// Its runs, in the order they are run.
+    pub runs: Vec<SweepRun>,
+}
+
+/// Why a sweep file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// The file cannot be read or is not a sweep.
+    #[error("sweep file {}: {reason}", path.display())]
+    File {
+        /// The sweep file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A run folder holds a run of another experiment than the sweep now gives it.
+    #[error("the run folder {} holds a run with other settings than the sweep now gives it ({}); move it away or restore the sweep file", folder.display(), fields.join(", "))]
+    Changed {
+        /// The run folder.
+        folder: PathBuf,
+        /// The fields that differ.
+        fields: Vec<String>,
+    },
+    /// A run's folder exists but holds no run the sweep can continue.
+    #[error("{} exists but holds no fedsim run to continue; move it away or choose another --out", folder.display())]
+    NotARun {
+        /// The folder.
+        folder: PathBuf,
+    },
+    /// Some runs' experiments are invalid.
+    #[error("sweep file {}: {} of its runs are invalid:\n{}", path.display(), problems.len(), problems.join("\n"))]
+    InvalidRuns {
+        /// The sweep file.
+        path: PathBuf,
+        /// One entry per invalid run: its name and what is wrong.
+        problems: Vec<String>,
+    },
+}
+
+impl Sweep {
+    /// Reads the sweep file at `path` and builds and validates every run.
+    pub fn load(path: &Path) -> Result<Self, SweepError> {
+        let file_error = |reason: String| SweepError::File {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+        let file: SweepFile = serde_json::from_str(&text).map_err(|e| file_error(e.to_string()))?;
+        let (base, base_path) = match &file.base {
+            Value::String(relative) => {
+                let base_path = path.parent().unwrap_or(Path::new(".")).join(relative);
+                let text = fs::read_to_string(&base_path)
+                    .map_err(|e| file_error(format!("base {}: {e}", base_path.display())))?;
+                let base: Value = serde_json::from_str(&text).map_err(|e| {
+                    file_error(format!("base {} is not JSON: {e}", base_path.display()))
+                })?;
+                (base, base_path)
+            }
+            Value::Object(_) => (file.base.clone(), path.to_path_buf()),
+            _ => {
+                return Err(file_error(
+                    "`base` must be an experiment file's path or an experiment object".into(),
+                ));
+            }
+        };
+        if let Some((axis, _)) = file.grid.iter().find(|(_, values)| values.is_empty()) {
+            return Err(file_error(format!("grid axis {axis:?} has no values")));
+        }
+        let mut runs = Vec::new();
+        let mut problems = Vec::new();
+        for (name, sets) in expand(&file) {
+            let overrides: Vec<String> = sets
+                .iter()
+                .map(|(field, value)| format!("{field}={value}"))
+                .collect();
+            match build(&base, &base_path, &overrides) {
+                Ok(config) => runs.push(SweepRun {
+                    name,
+                    overrides,
+                    config,
+                }),
+                Err(error) => {
+                    problems.push(format!("  run {name}: {}", indent(&error.to_string())))
+                }
+            }
+        }
+        let mut names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+            problems.push(format!(
+                "  two runs would share the folder {:?}: give the variants distinct names",
+                pair[0]
+            ));
+        }
+        if problems.is_empty() {
+            Ok(Sweep {
+                name: file.name,
+                runs,
+            })
+        } else {
+            Err(SweepError::InvalidRuns {
+                path: path.to_path_buf(),
+                problems,
+            })
+        }
+    }
+}
+
+/// What a sweep folder already holds of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FolderState {
+    /// Nothing: the run starts.
+    New,
+    /// A checkpoint short of the last round: the run resumes.
+    Partial,
+    /// A finished run: skipped.
+    Finished,
+}
+
+/// How a sweep ended.
+#[derive(Debug, Default)]
+pub struct SweepOutcome {
+    /// Runs played (started or resumed) to their end.
+    pub completed: usize,
+    /// Runs that had finished before and were skipped.
+    pub skipped: usize,
+    /// Runs that failed, with why.
+    pub failed: Vec<(String, Error)>,
+    /// Whether a stop (Ctrl-C, SIGTERM) ended the sweep early.
+    pub stopped: bool,
+}
+
+impl Sweep {
+    /// What `dir` holds of each run. A folder left by a run killed before its first round is
+    /// cleared; a folder whose run has other settings than the sweep now gives it is refused.
+    pub fn states(&self, dir: &Path) -> Result<Vec<FolderState>, Error> {
+        self.runs
+            .iter()
+            .map(|run| run_state(&dir.join(&run.name), &run.config))
+            .collect()
+    }
+
+    /// Plays every run that `dir` does not hold finished, `jobs` at a time, each with an equal
+    /// share of the machine's cores as its workers; shows progress on stdout (one line per run
+    /// if `plain`), and stops starting runs once `stop` is requested.
+    pub fn run(
+        &self,
+        dir: &Path,
+        jobs: usize,
+        plain: bool,
+        stop: &StopSignal,
+    ) -> Result<SweepOutcome, Error> {
+        let states = self.states(dir)?;
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let workers = (cores / jobs.max(1)).max(1);
+        let todo: VecDeque<(&SweepRun, FolderState)> = self
+            .runs
+            .iter()
+            .zip(states)
+            .filter(|(_, state)| *state != FolderState::Finished)
+            .collect();
+        let outcome = Mutex::new(SweepOutcome {
+            skipped: self.runs.len() - todo.len(),
+            ..SweepOutcome::default()
+        });
+        let bar = sweep_bar(todo.len(), plain);
+        let total = todo.len();
+        let queue = Mutex::new(todo);
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.max(1) {
+                scope.spawn(|| {
+                    loop {
+                        if stop.is_requested() {
+                            return;
+                        }
+                        let Some((run, state)) =
+                            queue.lock().expect("no panics hold it").pop_front()
+                        else {
+                            return;
+                        };
+                        let result = play(&dir.join(&run.name), run, state, workers, stop);
+                        let mut outcome = outcome.lock().expect("no panics hold it");
+                        let line = match result {
+                            Ok(accuracy) => {
+                                outcome.completed += 1;
+                                format!("{}: test accuracy {:.2}%", run.name, 100.0 * accuracy)
+                            }
+                            Err(Error::Stopped { .. }) => {
+                                outcome.stopped = true;
+                                format!("{}: stopped", run.name)
+                            }
+                            Err(error) => {
+                                let line = format!("{}: failed: {error}", run.name);
+                                outcome.failed.push((run.name.clone(), error));
+                                line
+                            }
+                        };
+                        let done = outcome.completed + outcome.failed.len();
+                        match &bar {
+                            Some(bar) => {
+                                bar.println(&line);
+                                bar.inc(1);
+                            }
+                            None => say(format_args!("[{done}/{total}] {line}")),
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        let mut outcome = outcome.into_inner().expect("no panics hold it");
+        outcome.stopped |= stop.is_requested();
+        Ok(outcome)
+    }
+}
+
+/// A bar over the sweep's runs with its estimated time left, on a terminal unless `plain`.
+fn sweep_bar(runs: usize, plain: bool) -> Option<ProgressBar> {
+    use std::io::IsTerminal;
+    if plain || !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let style = ProgressStyle::with_template(
+        "sweep [{elapsed_precise}] {bar:30.cyan/blue} {pos}/{len} runs done (eta {eta})",
+    )
+    .expect("the template is valid")
+    .progress_chars("=> ");
+    Some(ProgressBar::new(runs as u64).with_style(style))
+}
+
+/// What the run folder `folder` holds of the run with `config`.
+fn run_state(folder: &Path, config: &ExperimentConfig) -> Result<FolderState, Error> {
+    if !folder.join(CHECKPOINT).exists() {
+        if folder.exists() {
+            clear_unstarted(folder)?;
+        }
+        return Ok(FolderState::New);
+    }
+    let resumable = Resumable::open(folder)?;
+    let before = serde_json::to_value(resumable.experiment().config()).expect("serialises");
+    let now = serde_json::to_value(config).expect("a config always serialises");
+    let fields = changed_fields(&before, &now);
+    if !fields.is_empty() {
+        return Err(SweepError::Changed {
+            folder: folder.to_path_buf(),
+            fields,
+        }
+        .into());
+    }
+    Ok(if resumable.is_finished() {
+        FolderState::Finished
+    } else {
+        FolderState::Partial
+    })
+}
+
+/// Removes `folder`, left by a run killed before its first checkpoint (it played no round),
+/// so that the run starts again. A folder holding anything else is not the sweep's to remove.
+fn clear_unstarted(folder: &Path) -> Result<(), Error> {
+    const STARTING: [&str; 5] = [
+        "metrics.jsonl",
+        "config.json",
+        "partition.json",
+        "manifest.json",
+        "attackers.json",
+    ];
+    let io = |source| crate::report::run_folder::WriteError {
+        path: folder.to_path_buf(),
+        source,
+    };
+    let entries: Vec<String> = fs::read_dir(folder)
+        .map_err(io)?
+        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
+    let unplayed = fs::metadata(folder.join("metrics.jsonl")).is_ok_and(|m| m.len() == 0);
+    if unplayed && entries.iter().all(|name| STARTING.contains(&name.as_str())) {
+        fs::remove_dir_all(folder).map_err(io)?;
+        Ok(())
+    } else {
+        Err(SweepError::NotARun {
+            folder: folder.to_path_buf(),
+        }
+        .into())
+    }
+}
+
+/// Plays one run in `folder` (new, or resumed), with `workers` training threads for a new run;
+/// returns its final test accuracy.
+fn play(
+    folder: &Path,
+    run: &SweepRun,
+    state: FolderState,
+    workers: usize,
+    stop: &StopSignal,
+) -> Result<f64, Error> {
+    let result = match state {
+        FolderState::Partial => Resumable::open(folder)?.run(&Progress::Silent, stop)?,
+        // A new run: finished ones are never played.
+        FolderState::New | FolderState::Finished => {
+            let mut config = run.config.clone();
+            config.federation.num_parallels = workers;
+            let experiment = Experiment::prepare(config)?;
+            let mut run_folder = RunFolder::create(folder)?;
+            Some(experiment.run(&mut run_folder, &Progress::Silent, stop)?)
+        }
+    };
+    Ok(result.map_or(f64::NAN, |r| r.summary.final_accuracy))
+}
+
+/// Every run of `file` as its folder name and its overrides (field path, JSON value): each
+/// variant (or none) crossed with every combination of the grid's axes.
+fn expand(file: &SweepFile) -> Vec<(String, Vec<(String, Value)>)> {
+    let plain = Variant {
+        name: String::new(),
+        set: BTreeMap::new(),
+    };
+    let variants: Vec<&Variant> = if file.variants.is_empty() {
+        vec![&plain]
+    } else {
+        file.variants.iter().collect()
+    };
+    let mut combinations: Vec<Vec<(&String, &Value)>> = vec![Vec::new()];
+    for (axis, values) in &file.grid {
+        combinations = combinations
+            .into_iter()
+            .flat_map(|combination| {
+                values.iter().map(move |value| {
+                    let mut next = combination.clone();
+                    next.push((axis, value));
+                    next
+                })
+            })
+            .collect();
+    }
+    let mut runs = Vec::new();
+    for variant in variants {
+        for combination in &combinations {
+            let mut parts: Vec<String> = Vec::new();
+            if !variant.name.is_empty() {
+                parts.push(sanitise(&variant.name));
+            }
+            parts.extend(combination.iter().map(|(axis, value)| label(axis, value)));
+            let name = if parts.is_empty() {
+                "run".to_string()
+            } else {
+                parts.join("_")
+            };
+            let sets = variant
+                .set
+                .iter()
+                .chain(combination.iter().copied())
+                .map(|(field, value)| (field.clone(), value.clone()))
+                .collect();
+            runs.push((name, sets));
+        }
+    }
+    runs
+}
+
+/// A readable folder-name part for an axis value: the field's last name and the value (an
+/// object by its `name` and other fields, as `strategy-fedprox-mu-0.01`).
+fn label(axis: &str, value: &Value) -> String {
+    let key = axis.rsplit('.').next().unwrap_or(axis);
+    let text =
+        match value {
+            Value::String(s) => s.clone(),
+            Value::Object(fields) => {
+                let mut parts: Vec<String> = fields
+                    .get("name")
+                    .map(|n| n.as_str().map_or(n.to_string(), str::to_string))
+                    .into_iter()
+                    .collect();
+                parts.extend(fields.iter().filter(|(k, _)| *k != "name").map(|(k, v)| {
+                    format!("{k}-{}", v.as_str().map_or(v.to_string(), str::to_string))
+                }));
+                parts.join("-")
+            }
+            other => other.to_string(),
+        };
+    sanitise(&format!("{key}-{text}"))
+}
+
+/// `text` with every character but letters, digits, `.`, `-` and `_` replaced by `-`.
+fn sanitise(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".-_".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The experiment `base` (read from `path`) with `overrides` applied, validated.
+fn build(base: &Value, path: &Path, overrides: &[String]) -> Result<ExperimentConfig, ConfigError> {
+    let parsed = overrides
+        .iter()
+        .map(|text| Override::parse(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    ExperimentConfig::with_overrides(base.clone(), path, &parsed)
+}
+
+/// A multi-line message indented under its run's line.
+fn indent(text: &str) -> String {
+    text.replace('\n', "\n    ")
+}
+
+/// The fields in which a run folder's `config.json` (`before`) differs from the config the
+/// sweep now gives that run (`now`), ignoring `federation.num_parallels`, which never changes
+/// results.
+fn changed_fields(before: &Value, now: &Value) -> Vec<String> {
+    let (mut before, mut now) = (before.clone(), now.clone());
+    for config in [&mut now, &mut before] {
+        if let Some(federation) = config.get_mut("federation").and_then(Value::as_object_mut) {
+            federation.remove("num_parallels");
+        }
+    }
+    let mut fields = Vec::new();
+    differing(&before, &now, "", &mut fields);
+    fields
+}
+
+fn differing(before: &Value, now: &Value, path: &str, out: &mut Vec<String>) {
+    match (before, now) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for key in keys {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                let missing = Value::Null;
+                differing(
+                    a.get(key).unwrap_or(&missing),
+                    b.get(key).unwrap_or(&missing),
+                    &child,
+                    out,
+                );
+            }
+        }
+        (a, b) if a != b => out.push(path.to_string()),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sweep(value: Value) -> SweepFile {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn variants_cross_the_grid_with_readable_names() {
+        let file = sweep(json!({
+            "name": "s",
+            "base": "x.json",
+            "variants": [
+                {"name": "fedavg", "set": {"strategy": {"name": "fedavg"}}},
+                {"name": "prox", "set": {"strategy": {"name": "fedprox", "mu": 0.01}}}
+            ],
+            "grid": {"seed": [1, 2, 3], "partition.alpha": [0.1, 1.0]}
+        }));
+        let runs = expand(&file);
+        assert_eq!(runs.len(), 2 * 2 * 3);
+        assert_eq!(runs[0].0, "fedavg_alpha-0.1_seed-1");
+        assert_eq!(runs[11].0, "prox_alpha-1.0_seed-3");
+        let sets: Vec<String> = runs[11].1.iter().map(|(f, v)| format!("{f}={v}")).collect();
+        assert_eq!(
+            sets,
+            [
+                r#"strategy={"mu":0.01,"name":"fedprox"}"#,
+                "partition.alpha=1.0",
+                "seed=3"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_object_value_is_named_by_its_name_and_fields() {
+        let value = json!({"name": "fedprox", "mu": 0.01});
+        assert_eq!(label("strategy", &value), "strategy-fedprox-mu-0.01");
+        assert_eq!(
+            label("client.work", &json!({"kind": "fixed"})),
+            "work-kind-fixed"
+        );
+    }
+
+    #[test]
+    fn no_grid_and_no_variants_is_one_run() {
+        let runs = expand(&sweep(json!({"name": "s", "base": "x.json"})));
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].0, "run");
+    }
+
+    #[test]
+    fn only_result_changing_fields_count_as_changes() {
+        let before = json!({"seed": 1, "federation": {"num_parallels": 1, "rounds": 5}});
+        let mut after = before.clone();
+        after["federation"]["num_parallels"] = json!(8);
+        assert!(changed_fields(&before, &after).is_empty());
+        after["federation"]["rounds"] = json!(6);
+        after["strategy"] = json!({"name": "fedprox"});
+        assert_eq!(
+            changed_fields(&before, &after),
+            ["federation.rounds", "strategy"]
+        );
+    }
+}

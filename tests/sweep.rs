@@ -1,0 +1,203 @@
+//! `fedsim sweep`: a grid of runs from one file, each in its own folder, every run checked
+//! before the first starts, and a rerun that skips finished runs and resumes killed ones.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{experiment, fedsim, metrics_without_timing, model_bytes};
+
+/// A sweep of two strategies and two seeds over the benchmark config, `rounds` rounds each.
+fn write_sweep(dir: &Path, rounds: u32, median_set: &str) -> PathBuf {
+    let base = experiment("mnist-t1");
+    let text = format!(
+        r#"{{
+  "name": "tiny",
+  "base": {base:?},
+  "variants": [
+    {{"name": "fedavg", "set": {{"strategy": {{"name": "fedavg"}}}}}},
+    {{"name": "median", "set": {median_set}}}
+  ],
+  "grid": {{"seed": [1, 2], "federation.rounds": [{rounds}]}}
+}}"#,
+        base = base.to_str().unwrap()
+    );
+    let path = dir.join("sweep.json");
+    fs::write(&path, text).unwrap();
+    path
+}
+
+const MEDIAN: &str = r#"{"strategy": {"name": "median"}}"#;
+
+fn sweep(file: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend(extra);
+    fedsim(&args)
+}
+
+fn folders(out: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_sweep_runs_its_grid_in_named_folders_and_a_rerun_skips_finished_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_sweep(dir.path(), 2, MEDIAN);
+    let out = dir.path().join("out");
+    let first = sweep(&file, &out, &["--jobs", "2"]);
+    assert!(first.status.success(), "{first:?}");
+    assert_eq!(
+        folders(&out),
+        [
+            "fedavg_rounds-2_seed-1",
+            "fedavg_rounds-2_seed-2",
+            "median_rounds-2_seed-1",
+            "median_rounds-2_seed-2"
+        ]
+    );
+    for name in folders(&out) {
+        assert_eq!(metrics_without_timing(&out.join(&name)).len(), 2, "{name}");
+    }
+    // Each run is the experiment its overrides describe: the same bytes as `fedsim run`.
+    let single = dir.path().join("single");
+    common::run_ok(
+        &experiment("mnist-t1"),
+        &single,
+        &[
+            r#"strategy={"name":"median"}"#,
+            "federation.rounds=2",
+            "seed=2",
+        ],
+    );
+    let swept = out.join("median_rounds-2_seed-2");
+    assert_eq!(
+        metrics_without_timing(&swept),
+        metrics_without_timing(&single)
+    );
+    let again = sweep(&file, &out, &[]);
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "{again:?}");
+    assert!(
+        stdout.contains("0 runs played, 4 finished before, 0 failed"),
+        "{stdout}"
+    );
+    let dry = sweep(&file, &out, &["--dry-run"]);
+    let listed = String::from_utf8_lossy(&dry.stdout);
+    assert_eq!(listed.matches("(finished)").count(), 4, "{listed}");
+}
+
+#[test]
+fn a_killed_sweep_reruns_to_the_results_of_one_never_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_sweep(dir.path(), 12, MEDIAN);
+    let reference = dir.path().join("reference");
+    assert!(sweep(&file, &reference, &[]).status.success());
+    let killed = dir.path().join("killed");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fedsim"))
+        .args([
+            "sweep",
+            file.to_str().unwrap(),
+            "--out",
+            killed.to_str().unwrap(),
+            "--quiet",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it in the middle of its second run.
+    let second = killed.join("fedavg_rounds-12_seed-2").join("metrics.jsonl");
+    let started = Instant::now();
+    while fs::read_to_string(&second).map_or(0, |m| m.lines().count()) < 3 {
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended early");
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let rerun = sweep(&file, &killed, &[]);
+    let stdout = String::from_utf8_lossy(&rerun.stdout);
+    assert!(rerun.status.success(), "{rerun:?}");
+    assert!(
+        stdout.contains("3 runs played, 1 finished before"),
+        "{stdout}"
+    );
+    for name in folders(&reference) {
+        let (a, b) = (killed.join(&name), reference.join(&name));
+        assert_eq!(
+            metrics_without_timing(&a),
+            metrics_without_timing(&b),
+            "{name}"
+        );
+        assert_eq!(model_bytes(&a), model_bytes(&b), "{name}");
+    }
+}
+
+#[test]
+fn a_sweep_whose_runs_changed_or_are_invalid_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_sweep(dir.path(), 2, MEDIAN);
+    let out = dir.path().join("out");
+    assert!(sweep(&file, &out, &[]).status.success());
+    // The median variant now trains at another rate: its finished folders no longer match.
+    let changed = write_sweep(
+        dir.path(),
+        2,
+        r#"{"strategy": {"name": "median"}, "client.lr": 0.1}"#,
+    );
+    let refused = sweep(&changed, &out, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("median_rounds-2_seed-1") && stderr.contains("client.lr"),
+        "{stderr}"
+    );
+    // An axis that is not a field: every run is named, nothing is created.
+    let bad = dir.path().join("bad.json");
+    let text = fs::read_to_string(&file)
+        .unwrap()
+        .replace("federation.rounds", "federation.roundz");
+    fs::write(&bad, text).unwrap();
+    let fresh = dir.path().join("fresh");
+    let refused = sweep(&bad, &fresh, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("unknown field `roundz`").count(),
+        4,
+        "{stderr}"
+    );
+    assert!(!fresh.exists());
+    // A folder of the same name that is not a run is left alone.
+    let other = dir.path().join("other");
+    fs::create_dir_all(other.join("fedavg_rounds-2_seed-1")).unwrap();
+    fs::write(
+        other.join("fedavg_rounds-2_seed-1").join("notes.txt"),
+        "mine",
+    )
+    .unwrap();
+    let refused = sweep(&file, &other, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("holds no fedsim run"), "{stderr}");
+    assert!(
+        other
+            .join("fedavg_rounds-2_seed-1")
+            .join("notes.txt")
+            .exists()
+    );
+}
