@@ -478,8 +478,12 @@ impl RunState {
     }
 }
 
-/// Where two JSON documents differ, as `path: now, was before` lines.
-fn differences(before: &serde_json::Value, now: &serde_json::Value, path: &str) -> Vec<String> {
+/// Where two JSON documents differ, as `path is now, was before` lines.
+pub(crate) fn differences(
+    before: &serde_json::Value,
+    now: &serde_json::Value,
+    path: &str,
+) -> Vec<String> {
     use serde_json::Value;
     let child = |key: &str| {
         if path.is_empty() {

@@ -92,11 +92,11 @@ pub enum SweepError {
         reason: String,
     },
     /// A run folder holds a run of another experiment than the sweep now gives it.
-    #[error("the run folder {} holds a run with other settings than the sweep now gives it ({}); move it away or restore the sweep file", folder.display(), fields.join(", "))]
+    #[error("the run folder {} holds a run with other settings than the sweep now gives it ({}); move it away or restore the sweep file", folder.display(), fields.join("; "))]
     Changed {
         /// The run folder.
         folder: PathBuf,
-        /// The fields that differ.
+        /// The fields that differ, with their values now and before.
         fields: Vec<String>,
     },
     /// A run's folder exists but holds no run the sweep can continue.
@@ -498,33 +498,7 @@ fn changed_fields(before: &Value, now: &Value) -> Vec<String> {
             federation.remove("num_parallels");
         }
     }
-    let mut fields = Vec::new();
-    differing(&before, &now, "", &mut fields);
-    fields
-}
-
-fn differing(before: &Value, now: &Value, path: &str, out: &mut Vec<String>) {
-    match (before, now) {
-        (Value::Object(a), Value::Object(b)) => {
-            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-            for key in keys {
-                let child = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                let missing = Value::Null;
-                differing(
-                    a.get(key).unwrap_or(&missing),
-                    b.get(key).unwrap_or(&missing),
-                    &child,
-                    out,
-                );
-            }
-        }
-        (a, b) if a != b => out.push(path.to_string()),
-        _ => {}
-    }
+    crate::experiment::differences(&before, &now, "")
 }
 
 #[cfg(test)]
@@ -589,7 +563,10 @@ mod tests {
         after["strategy"] = json!({"name": "fedprox"});
         assert_eq!(
             changed_fields(&before, &after),
-            ["federation.rounds", "strategy"]
+            [
+                "federation.rounds is 6, was 5",
+                r#"strategy is {"name":"fedprox"}, was null"#
+            ]
         );
     }
 }
