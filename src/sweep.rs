@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::{ConfigError, ExperimentConfig, Override};
-use crate::report::run_folder::CHECKPOINT;
+use crate::report::run_folder::{CHECKPOINT, Saved};
 use crate::report::{Progress, RunFolder, say};
 use crate::stop::StopSignal;
 use crate::{Error, Experiment, Resumable};
@@ -316,10 +316,11 @@ fn run_state(folder: &Path, config: &ExperimentConfig) -> Result<FolderState, Er
         }
         return Ok(FolderState::New);
     }
-    let resumable = Resumable::open(folder)?;
-    let before = serde_json::to_value(resumable.experiment().config()).expect("serialises");
+    // The checkpoint alone says whether the run is finished and with which settings; the
+    // data are loaded (and checked) only when a run resumes.
+    let saved = Saved::read(folder)?;
     let now = serde_json::to_value(config).expect("a config always serialises");
-    let fields = changed_fields(&before, &now);
+    let fields = changed_fields(&saved.state.config, &now);
     if !fields.is_empty() {
         return Err(SweepError::Changed {
             folder: folder.to_path_buf(),
@@ -327,7 +328,7 @@ fn run_state(folder: &Path, config: &ExperimentConfig) -> Result<FolderState, Er
         }
         .into());
     }
-    Ok(if resumable.is_finished() {
+    Ok(if saved.state.round == config.federation.rounds {
         FolderState::Finished
     } else {
         FolderState::Partial

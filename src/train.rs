@@ -239,18 +239,6 @@ pub fn evaluate(
     device: &Device,
 ) -> Evaluation {
     let all: Vec<usize> = (0..data.len()).collect();
-    evaluate_on(model, params, data, &all, batch_size, device)
-}
-
-/// [`evaluate`] on the samples of `data` at `indices` (not empty).
-pub fn evaluate_on(
-    model: ModelKind,
-    params: &[f32],
-    data: &Dataset,
-    all: &[usize],
-    batch_size: usize,
-    device: &Device,
-) -> Evaluation {
     let new_net = || {
         let net = Net::new(model, data.sample_shape(), data.num_classes(), device);
         flat::load(net, params)
@@ -265,8 +253,8 @@ pub fn evaluate_on(
         .iter()
         .fold((0, 0.0), |(c, l), &(bc, bl)| (c + bc, l + bl));
     Evaluation {
-        accuracy: correct as f64 / all.len() as f64,
-        loss: loss_sum / all.len() as f64,
+        accuracy: correct as f64 / data.len() as f64,
+        loss: loss_sum / data.len() as f64,
     }
 }
 

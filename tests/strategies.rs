@@ -235,8 +235,9 @@ fn aggregating_schedulers_pre_combine_only_what_the_strategy_allows() {
         .map(|(a, b)| (a - b).abs())
         .fold(0.0f32, f32::max);
     assert!(largest < 1e-5, "largest difference {largest}");
+    let drift_file = drift();
     let refused = |sets: &[&str], field: &str| {
-        let mut args = vec!["run", drift().to_str().unwrap().to_string().leak() as &str];
+        let mut args = vec!["run", drift_file.to_str().unwrap()];
         for set in SMALL.iter().chain(sets) {
             args.extend(["--set", set]);
         }
