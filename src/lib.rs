@@ -12,6 +12,7 @@
 pub mod backend;
 pub mod byzantine;
 pub mod checkpoint;
+pub mod compare;
 pub mod config;
 pub mod data;
 pub mod experiment;
@@ -53,6 +54,9 @@ pub enum Error {
     /// The sweep file is invalid, or its folder holds runs of other settings.
     #[error(transparent)]
     Sweep(#[from] sweep::SweepError),
+    /// A comparison report cannot be made from the folders given, or written.
+    #[error(transparent)]
+    Report(#[from] compare::ReportError),
     /// Worker threads could not be started.
     #[error("cannot start worker threads: {0}")]
     Threads(String),
@@ -71,6 +75,7 @@ impl Error {
         match self {
             Error::Config(_) | Error::Data(_) | Error::Partition(_) | Error::Sweep(_) => true,
             Error::Folder(error) => !matches!(error, FolderError::Write(_)),
+            Error::Report(error) => !matches!(error, compare::ReportError::Write(_)),
             _ => false,
         }
     }

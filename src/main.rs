@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use clap::{Args, Parser, Subcommand};
 use fedsim::backend::BackendKind;
+use fedsim::compare::ReportOptions;
 use fedsim::report::{Progress, RunFolder, say};
 use fedsim::stop::StopSignal;
 use fedsim::{Error, Experiment, ExperimentConfig, Resumable, RunResult};
@@ -30,6 +31,9 @@ enum Command {
     Partition {
         #[command(flatten)]
         experiment: ExperimentArgs,
+        /// Also draw the counts as a stacked bar chart to this SVG file.
+        #[arg(long, value_name = "FILE")]
+        plot: Option<PathBuf>,
     },
     /// List the FL algorithms an experiment's `strategy` can name, with their parameters,
     /// defaults and papers.
@@ -38,6 +42,33 @@ enum Command {
     /// field values), each in its own folder; rerunning skips finished runs and resumes
     /// killed ones.
     Sweep(SweepArgs),
+    /// Compare finished runs: a table with each configuration's seeds aggregated
+    /// (summary.csv, summary.md), SVG charts (plots/) and report.html holding both.
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// Run folders, or folders of run folders such as a sweep's.
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Report folder [default: the DIR, when only one is given].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Test accuracy to reach, as a fraction (e.g. 0.9): the table gives the first round
+    /// and simulated time at or above it.
+    #[arg(long, value_name = "FRACTION", value_parser = parse_target)]
+    target: Option<f64>,
+}
+
+/// A target accuracy: a fraction in (0, 1].
+fn parse_target(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(target) if target > 0.0 && target <= 1.0 => Ok(target),
+        _ => Err(format!(
+            "expected a test accuracy as a fraction in (0, 1], e.g. 0.9; got {text:?}"
+        )),
+    }
 }
 
 #[derive(Args)]
@@ -118,7 +149,8 @@ fn main() -> ExitCode {
                 None => run(&args, &stop),
             }
         }
-        Command::Partition { experiment } => partition(&experiment),
+        Command::Partition { experiment, plot } => partition(&experiment, plot.as_deref()),
+        Command::Report(args) => report_runs(&args),
         Command::Sweep(args) => {
             signal = Some(watch_signals(&stop));
             sweep(&args, &stop)
@@ -201,10 +233,50 @@ fn sweep(args: &SweepArgs, stop: &StopSignal) -> Result<(), Failure> {
         );
         return Err((Error::Stopped { round: 0 }, None));
     }
-    match outcome.failed.into_iter().next() {
-        Some((name, error)) => Err((error, Some(dir.join(name)))),
-        None => Ok(()),
+    if let Some((name, error)) = outcome.failed.into_iter().next() {
+        return Err((error, Some(dir.join(name))));
     }
+    let options = ReportOptions {
+        target: sweep.target_accuracy,
+    };
+    write_report(std::slice::from_ref(&dir), &dir, options)
+}
+
+/// Writes the report of the runs in `dirs` to `out`, and says where it is.
+fn write_report(dirs: &[PathBuf], out: &Path, options: ReportOptions) -> Result<(), Failure> {
+    let written =
+        fedsim::compare::write_report(dirs, out, options).map_err(|e| (e.into(), None))?;
+    for line in &written.left_out {
+        say(format_args!("left out: {line}"));
+    }
+    say(format_args!(
+        "report of {} runs in {} configurations: {}",
+        written.runs,
+        written.rows.len(),
+        out.join("report.html").display()
+    ));
+    Ok(())
+}
+
+/// `fedsim report`: the report folder is `--out`, or the one folder given.
+fn report_runs(args: &ReportArgs) -> Result<(), Failure> {
+    let out = match (&args.out, &args.dirs[..]) {
+        (Some(out), _) => out.clone(),
+        (None, [dir]) => dir.clone(),
+        (None, _) => {
+            use clap::CommandFactory;
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    "several folders need --out DIR for the report",
+                )
+                .exit()
+        }
+    };
+    let options = ReportOptions {
+        target: args.target,
+    };
+    write_report(&args.dirs, &out, options)
 }
 
 /// The algorithms, their parameters and papers, as `fedsim strategies` prints them.
@@ -345,7 +417,7 @@ fn report(result: &RunResult) {
     }
 }
 
-fn partition(args: &ExperimentArgs) -> Result<(), Failure> {
+fn partition(args: &ExperimentArgs, plot: Option<&Path>) -> Result<(), Failure> {
     let experiment = load(&args.experiment, &args.overrides, None)
         .and_then(Experiment::prepare)
         .map_err(|e| (e, None))?;
@@ -359,6 +431,19 @@ fn partition(args: &ExperimentArgs) -> Result<(), Failure> {
             "{client:>6}  {:>7}{cells}",
             row.iter().sum::<usize>()
         ));
+    }
+    if let Some(path) = plot {
+        let title = format!("Labels per client: {}", experiment.config().name);
+        let svg = fedsim::compare::plots::label_distribution(&counts, &title)
+            .expect("a chart draws to memory");
+        std::fs::write(path, svg).map_err(|source| {
+            let error = fedsim::report::run_folder::WriteError {
+                path: path.to_path_buf(),
+                source,
+            };
+            (error.into(), None)
+        })?;
+        say(format_args!("label chart: {}", path.display()));
     }
     Ok(())
 }

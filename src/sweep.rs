@@ -48,6 +48,9 @@ struct SweepFile {
     /// Field paths and their values; every combination is a run.
     #[serde(default)]
     grid: BTreeMap<String, Vec<Value>>,
+    /// The test accuracy (a fraction) whose first round the sweep's report gives.
+    #[serde(default)]
+    target_accuracy: Option<f64>,
 }
 
 /// One named set of overrides.
@@ -78,6 +81,8 @@ pub struct Sweep {
     pub name: String,
     /// Its runs, in the order they are run.
     pub runs: Vec<SweepRun>,
+    /// The test accuracy whose first round and simulated time its report gives.
+    pub target_accuracy: Option<f64>,
 }
 
 /// Why a sweep file cannot be used.
@@ -141,6 +146,11 @@ impl Sweep {
                 ));
             }
         };
+        if let Some(target) = file.target_accuracy.filter(|t| !(*t > 0.0 && *t <= 1.0)) {
+            return Err(file_error(format!(
+                "target_accuracy must be a fraction in (0, 1], e.g. 0.9; got {target}"
+            )));
+        }
         if let Some((axis, _)) = file.grid.iter().find(|(_, values)| values.is_empty()) {
             return Err(file_error(format!("grid axis {axis:?} has no values")));
         }
@@ -174,6 +184,7 @@ impl Sweep {
             Ok(Sweep {
                 name: file.name,
                 runs,
+                target_accuracy: file.target_accuracy,
             })
         } else {
             Err(SweepError::InvalidRuns {

@@ -219,12 +219,15 @@ fn sgd(config: &ClientConfig) -> SgdConfig {
 }
 
 /// Accuracy and mean loss of a model on a data set.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Evaluation {
     /// Fraction of samples classified correctly.
     pub accuracy: f64,
     /// Mean cross-entropy loss.
     pub loss: f64,
+    /// Fraction of each class's samples classified correctly, by label; `None` for a class
+    /// the data set has no sample of. Under label skew it shows which classes a model forgot.
+    pub class_accuracy: Vec<Option<f64>>,
 }
 
 /// Evaluates the model `params` (of architecture `model`) on all of `data`, `batch_size`
@@ -243,18 +246,30 @@ pub fn evaluate(
         let net = Net::new(model, data.sample_shape(), data.num_classes(), device);
         flat::load(net, params)
     };
-    let sums: Vec<(i64, f64)> = all
+    let scores: Vec<Score> = all
         .par_chunks(batch_size)
         .map_init(new_net, |net, chunk| {
             evaluate_batch(net, data, chunk, device)
         })
         .collect();
-    let (correct, loss_sum) = sums
+    let mut correct = vec![0_usize; data.num_classes()];
+    let mut loss_sum = 0.0;
+    for score in &scores {
+        correct
+            .iter_mut()
+            .zip(&score.correct)
+            .for_each(|(total, batch)| *total += batch);
+        loss_sum += score.loss_sum;
+    }
+    let class_accuracy = correct
         .iter()
-        .fold((0, 0.0), |(c, l), &(bc, bl)| (c + bc, l + bl));
+        .zip(data.label_counts(&all))
+        .map(|(&hits, samples)| (samples > 0).then(|| hits as f64 / samples as f64))
+        .collect();
     Evaluation {
-        accuracy: correct as f64 / data.len() as f64,
+        accuracy: correct.iter().sum::<usize>() as f64 / data.len() as f64,
         loss: loss_sum / data.len() as f64,
+        class_accuracy,
     }
 }
 
@@ -305,22 +320,39 @@ pub fn mean_loss(net: &Net, local: LocalData<'_>, batch_size: usize, device: &De
     let loss_sum: f64 = local
         .indices
         .chunks(batch_size)
-        .map(|chunk| evaluate_batch(net, local.data, chunk, device).1)
+        .map(|chunk| evaluate_batch(net, local.data, chunk, device).loss_sum)
         .sum();
     loss_sum / local.indices.len().max(1) as f64
 }
 
-/// Correct predictions and summed loss over the samples at `indices`.
-fn evaluate_batch(net: &Net, data: &Dataset, indices: &[usize], device: &Device) -> (i64, f64) {
+/// Correct predictions per class, and the summed loss, over some samples.
+struct Score {
+    /// Samples classified correctly, by their label.
+    correct: Vec<usize>,
+    /// The sum of the samples' cross-entropy losses.
+    loss_sum: f64,
+}
+
+/// Scores the model on the samples at `indices`.
+fn evaluate_batch(net: &Net, data: &Dataset, indices: &[usize], device: &Device) -> Score {
     let (images, labels) = batch(data, indices, false, device);
     let logits = net.forward(images);
     let loss = CrossEntropyLossConfig::new()
         .init(device)
         .forward(logits.clone(), labels.clone());
     let loss_sum = f64::from(loss.into_scalar::<f32>()) * indices.len() as f64;
-    let predicted = logits.argmax(1).squeeze_dim::<1>(1);
-    let correct = predicted.equal(labels).int().sum().into_scalar::<i64>();
-    (correct, loss_sum)
+    let hits = logits
+        .argmax(1)
+        .squeeze_dim::<1>(1)
+        .equal(labels)
+        .into_data();
+    let mut correct = vec![0; data.num_classes()];
+    for (hit, &index) in hits.iter::<bool>().zip(indices) {
+        if hit {
+            correct[usize::from(data.labels()[index])] += 1;
+        }
+    }
+    Score { correct, loss_sum }
 }
 
 /// The samples at `indices` as an image tensor and a label tensor, with every label `l` as

@@ -44,10 +44,13 @@ fn sweep(file: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     fedsim(&args)
 }
 
+/// The run folders in a sweep folder (every folder but the report's `plots`).
 fn folders(out: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(out)
         .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .map(|e| e.unwrap().path())
+        .filter(|path| path.is_dir() && !path.ends_with("plots"))
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     names.sort();
     names
@@ -71,6 +74,24 @@ fn a_sweep_runs_its_grid_in_named_folders_and_a_rerun_skips_finished_runs() {
     );
     for name in folders(&out) {
         assert_eq!(metrics_without_timing(&out.join(&name)).len(), 2, "{name}");
+    }
+    // The sweep ends with its report: a row per strategy, the seeds aggregated.
+    let table = fs::read_to_string(out.join("summary.csv")).unwrap();
+    let labels: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(labels, ["fedavg", "median"], "{table}");
+    assert!(
+        table
+            .lines()
+            .skip(1)
+            .all(|l| l.split(',').nth(1) == Some("2")),
+        "{table}"
+    );
+    for file in ["summary.md", "report.html", "plots/accuracy-by-round.svg"] {
+        assert!(out.join(file).is_file(), "{file}");
     }
     // Each run is the experiment its overrides describe: the same bytes as `fedsim run`.
     let single = dir.path().join("single");

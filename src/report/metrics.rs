@@ -72,6 +72,10 @@ pub struct RoundRecord {
     pub test_accuracy: Option<f64>,
     /// Test loss of the new global model, when this round was evaluated.
     pub test_loss: Option<f64>,
+    /// Test accuracy of the new global model on each class's samples, by label (`null` for a
+    /// class without test samples), when this round was evaluated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_class_accuracy: Vec<Option<f64>>,
     /// The spread of the new global model's accuracy over the clients' held-out samples, when
     /// this round was evaluated and `eval.client_test_fraction` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]

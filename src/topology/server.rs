@@ -307,8 +307,9 @@ impl Server {
             dropped: collected.dropped,
             train_loss: (!collected.updates.is_empty())
                 .then(|| Update::mean_loss(&collected.updates)),
-            test_accuracy: evaluation.map(|e| e.accuracy),
-            test_loss: evaluation.map(|e| e.loss),
+            test_accuracy: evaluation.as_ref().map(|e| e.accuracy),
+            test_loss: evaluation.as_ref().map(|e| e.loss),
+            test_class_accuracy: evaluation.map(|e| e.class_accuracy).unwrap_or_default(),
             client_accuracy,
             strategy: metrics,
             traffic: self.traffic.since(&traffic_before),

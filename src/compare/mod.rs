@@ -1,0 +1,353 @@
+//! Comparison reports over finished runs (`fedsim report`, and a sweep at its end): a table
+//! with one row per configuration, its seeds aggregated, and charts of the configurations side
+//! by side. Every figure is computed from the runs' `metrics.jsonl` (their `config.json` only
+//! tells which runs belong together), so a report can be rebuilt from old runs; only the
+//! label charts read the data set, to count each client's labels.
+//!
+//! Files written to the report folder: `summary.csv`, `summary.md`, `report.html` (the table
+//! and every chart in one file) and `plots/*.svg`.
+
+mod html;
+pub mod plots;
+pub mod runs;
+pub mod table;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::Experiment;
+use crate::config::ExperimentConfig;
+use crate::report::RoundRecord;
+use crate::report::run_folder::WriteError;
+use plots::{Axes, Curve, DrawError};
+use runs::Configuration;
+use table::{Row, TextTable};
+
+/// What a report cannot be made from, or written to.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// No finished run in the folders given.
+    #[error(
+        "no finished run (a folder with config.json and a metrics.jsonl of every round) in {}",
+        inputs.join(", ")
+    )]
+    NoRuns {
+        /// The folders given.
+        inputs: Vec<String>,
+    },
+    /// A file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A run's `config.json` is not what a run writes.
+    #[error("{}: not a run's config: {message}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A line of a run's `metrics.jsonl` is not a round record.
+    #[error("{} line {line}: not a round record: {message}", path.display())]
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A chart could not be drawn.
+    #[error("cannot draw {name}: {message}")]
+    Draw {
+        /// The chart's file name.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// The report folder cannot be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+impl ReportError {
+    /// Wraps an I/O error reading `path`.
+    fn read(path: &Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+        move |source| ReportError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// What a report shows beyond the runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReportOptions {
+    /// The test accuracy (a fraction) whose first round and simulated time the table gives.
+    pub target: Option<f64>,
+}
+
+/// What was written, and what was left out.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The configurations' rows, in table order.
+    pub rows: Vec<Row>,
+    /// Runs used.
+    pub runs: usize,
+    /// The files written.
+    pub files: Vec<PathBuf>,
+    /// Runs or charts left out, and why.
+    pub left_out: Vec<String>,
+}
+
+/// Reads the finished runs in `inputs` (run folders, or folders of them) and writes the
+/// report to `out`.
+pub fn write_report(
+    inputs: &[PathBuf],
+    out: &Path,
+    options: ReportOptions,
+) -> Result<Written, ReportError> {
+    let (found, mut left_out) = runs::find(inputs)?;
+    let run_count = found.len();
+    let configurations = runs::group(found);
+    let rows: Vec<Row> = configurations
+        .iter()
+        .map(|c| Row::of(c, options.target))
+        .collect();
+    let text_table = TextTable::new(&rows, options.target);
+    let mut charts = curve_charts(&configurations)?;
+    let (label_charts, unavailable) = label_charts(&configurations);
+    charts.extend(label_charts);
+    left_out.extend(unavailable);
+
+    let mut report = ReportFolder::create(out)?;
+    report.write("summary.csv", &table::csv(&rows))?;
+    report.write("summary.md", &text_table.markdown())?;
+    for chart in &charts {
+        report.write(&format!("plots/{}", chart.file), &chart.svg)?;
+    }
+    let figures: Vec<html::Figure<'_>> = charts
+        .iter()
+        .map(|c| html::Figure {
+            caption: &c.caption,
+            svg: &c.svg,
+        })
+        .collect();
+    let mut about = vec![format!(
+        "{run_count} runs in {} configurations, from {}.",
+        configurations.len(),
+        inputs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    about.extend(left_out.iter().map(|line| format!("Left out: {line}.")));
+    let title = format!("fedsim report: {}", report_name(out));
+    report.write(
+        "report.html",
+        &html::page(&title, &about, &text_table, &figures),
+    )?;
+    Ok(Written {
+        rows,
+        runs: run_count,
+        files: report.files,
+        left_out,
+    })
+}
+
+/// The name a report folder gives its report.
+fn report_name(out: &Path) -> String {
+    out.canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| out.display().to_string())
+}
+
+/// A chart ready to write.
+struct Chart {
+    /// Its file name under `plots/`.
+    file: String,
+    /// What the page calls it.
+    caption: String,
+    /// Its SVG text.
+    svg: String,
+}
+
+/// The curve charts: accuracy by round, by simulated time (where the clock ran) and by
+/// server bytes, and the training loss by round.
+fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportError> {
+    let accuracy: fn(&RoundRecord) -> Option<f64> = |r| r.test_accuracy;
+    let curves = |x: plots::XOf, y: fn(&RoundRecord) -> Option<f64>| -> Vec<Curve> {
+        configurations
+            .iter()
+            .map(|c| plots::curve(c, x, y))
+            .collect()
+    };
+    let band = "lines are the mean over seeds; bands span the lowest and highest seed";
+    let mut specs = vec![(
+        "accuracy-by-round.svg",
+        Axes {
+            title: "Test accuracy by round",
+            x: "round",
+            y: "test accuracy (%)",
+            y_scale: 100.0,
+        },
+        curves(plots::rounds, accuracy),
+    )];
+    if configurations.iter().any(|c| table::clock_ran(&c.runs)) {
+        specs.push((
+            "accuracy-by-sim-time.svg",
+            Axes {
+                title: "Test accuracy by simulated time",
+                x: "simulated time (s)",
+                y: "test accuracy (%)",
+                y_scale: 100.0,
+            },
+            curves(plots::sim_time, accuracy),
+        ));
+    }
+    specs.push((
+        "accuracy-by-server-bytes.svg",
+        Axes {
+            title: "Test accuracy by traffic through the server",
+            x: "MB sent over the server's links, down and up",
+            y: "test accuracy (%)",
+            y_scale: 100.0,
+        },
+        curves(plots::server_megabytes, accuracy),
+    ));
+    specs.push((
+        "train-loss.svg",
+        Axes {
+            title: "Training loss by round (clients' own data)",
+            x: "round",
+            y: "mean local training loss",
+            y_scale: 1.0,
+        },
+        curves(plots::rounds, |r| r.train_loss),
+    ));
+    specs
+        .into_iter()
+        .map(|(file, axes, curves)| {
+            let svg = plots::line_chart(axes, &curves).map_err(draw_error(file))?;
+            Ok(Chart {
+                file: file.to_string(),
+                caption: format!("{} ({band})", axes.title),
+                svg,
+            })
+        })
+        .collect()
+}
+
+/// Wraps a drawing failure of chart `file`.
+fn draw_error(file: &str) -> impl FnOnce(DrawError) -> ReportError + '_ {
+    move |error| ReportError::Draw {
+        name: file.to_string(),
+        message: error.to_string(),
+    }
+}
+
+/// One label chart per distinct data split (the partition settings, the data and the number
+/// of clients; a seed-driven split is drawn for its lowest seed), and a line for each split
+/// that could not be drawn.
+fn label_charts(configurations: &[Configuration]) -> (Vec<Chart>, Vec<String>) {
+    let mut seen: Vec<Value> = Vec::new();
+    let (mut charts, mut unavailable) = (Vec::new(), Vec::new());
+    for run in configurations.iter().flat_map(|c| &c.runs) {
+        let config = &run.config;
+        let split = serde_json::json!([
+            config["data"],
+            config["partition"],
+            config["federation"]["num_clients"]
+        ]);
+        if seen.contains(&split) {
+            continue;
+        }
+        seen.push(split);
+        let index = seen.len();
+        let described = describe_partition(config);
+        let file = format!("labels-{index}.svg");
+        let drawn = ExperimentConfig::from_value(config.clone(), &run.dir.join("config.json"))
+            .map_err(|e| e.to_string())
+            .and_then(|c| Experiment::prepare(c).map_err(|e| e.to_string()))
+            .and_then(|experiment| {
+                let title = format!("Labels per client: {described}");
+                plots::label_distribution(&experiment.label_counts(), &title)
+                    .map_err(|e| e.to_string())
+            });
+        match drawn {
+            Ok(svg) => charts.push(Chart {
+                file,
+                caption: format!("Each client's training samples by class ({described})"),
+                svg,
+            }),
+            Err(error) => unavailable.push(format!(
+                "the label chart of {} ({error})",
+                run.dir.display()
+            )),
+        }
+    }
+    (charts, unavailable)
+}
+
+/// `dirichlet, alpha=0.1, min_size=10; 100 clients; seed 1`.
+fn describe_partition(config: &Value) -> String {
+    let partition = config["partition"].as_object();
+    let scheme_first = |(key, _): &(&String, &Value)| *key != "scheme";
+    let mut fields: Vec<(&String, &Value)> = partition.into_iter().flatten().collect();
+    fields.sort_by_key(scheme_first);
+    let mut parts: Vec<String> = fields
+        .into_iter()
+        .filter(|(key, _)| *key != "seed")
+        .map(|(key, value)| match (key.as_str(), value) {
+            ("scheme", Value::String(scheme)) => scheme.clone(),
+            (_, Value::String(text)) => format!("{key}={text}"),
+            _ => format!("{key}={value}"),
+        })
+        .collect();
+    parts.push(format!("{} clients", config["federation"]["num_clients"]));
+    let seed = config["partition"]
+        .get("seed")
+        .filter(|s| !s.is_null())
+        .unwrap_or(&config["seed"]);
+    format!("{}; split seed {seed}", parts.join(", "))
+}
+
+/// A report folder being written; whole files, each written to a temporary name and renamed.
+struct ReportFolder {
+    dir: PathBuf,
+    files: Vec<PathBuf>,
+}
+
+impl ReportFolder {
+    fn create(dir: &Path) -> Result<Self, WriteError> {
+        fs::create_dir_all(dir.join("plots")).map_err(|source| WriteError {
+            path: dir.join("plots"),
+            source,
+        })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            files: Vec::new(),
+        })
+    }
+
+    fn write(&mut self, name: &str, text: &str) -> Result<(), WriteError> {
+        let path = self.dir.join(name);
+        let temporary = path.with_extension("partial");
+        fs::write(&temporary, text)
+            .and_then(|()| fs::rename(&temporary, &path))
+            .map_err(|source| WriteError {
+                path: path.clone(),
+                source,
+            })?;
+        self.files.push(path);
+        Ok(())
+    }
+}

@@ -1,0 +1,371 @@
+//! The report's charts, as SVG text: curves of a measure over rounds, simulated time or bytes
+//! (one line per configuration, the mean over its seeds, in a band from the lowest to the
+//! highest seed), and the clients' label counts as stacked bars. Colours are the Okabe–Ito
+//! palette for lines and Paul Tol's muted palette for classes, both told apart under the
+//! common kinds of colour blindness; past eight configurations the line colours repeat, dashed.
+
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+
+use super::runs::{Configuration, Run};
+use crate::report::RoundRecord;
+
+/// What drawing a chart can fail with (the SVG goes to a string, so only a plotting bug).
+pub type DrawError = Box<dyn std::error::Error>;
+
+/// Width and height of every chart, in pixels.
+pub const SIZE: (u32, u32) = (960, 540);
+
+/// Width of the legend column at the right of a chart.
+const LEGEND_WIDTH: u32 = 270;
+
+/// Okabe & Ito (2008), "Color Universal Design", without yellow (too pale on white).
+const LINE_COLOURS: [RGBColor; 7] = [
+    RGBColor(0, 114, 178),   // blue
+    RGBColor(230, 159, 0),   // orange
+    RGBColor(0, 158, 115),   // bluish green
+    RGBColor(213, 94, 0),    // vermillion
+    RGBColor(204, 121, 167), // reddish purple
+    RGBColor(86, 180, 233),  // sky blue
+    RGBColor(0, 0, 0),       // black
+];
+
+/// Paul Tol's "muted" scheme (nine colours) and its pale grey, for up to ten classes.
+const CLASS_COLOURS: [RGBColor; 10] = [
+    RGBColor(204, 102, 119), // rose
+    RGBColor(51, 34, 136),   // indigo
+    RGBColor(221, 204, 119), // sand
+    RGBColor(17, 119, 51),   // green
+    RGBColor(136, 204, 238), // cyan
+    RGBColor(136, 34, 85),   // wine
+    RGBColor(68, 170, 153),  // teal
+    RGBColor(153, 153, 51),  // olive
+    RGBColor(170, 68, 153),  // purple
+    RGBColor(221, 221, 221), // pale grey
+];
+
+/// Text style of titles, axis names and tick labels.
+const FONT: &str = "sans-serif";
+
+/// One configuration's curve: at each x, the mean over its seeds and the lowest and highest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    /// The configuration's label.
+    pub label: String,
+    /// The points, in round order.
+    pub points: Vec<Point>,
+}
+
+/// A point of a curve.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// Mean of the seeds' x.
+    pub x: f64,
+    /// Mean of the seeds' y.
+    pub mean: f64,
+    /// The lowest seed's y.
+    pub low: f64,
+    /// The highest seed's y.
+    pub high: f64,
+}
+
+/// A part of a chart being drawn.
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// What a curve puts on the x axis: one value per round record of a run.
+pub type XOf = fn(&Run) -> Vec<f64>;
+
+/// The round numbers.
+pub fn rounds(run: &Run) -> Vec<f64> {
+    run.records.iter().map(|r| f64::from(r.round)).collect()
+}
+
+/// The simulated seconds at the end of each round.
+pub fn sim_time(run: &Run) -> Vec<f64> {
+    run.records.iter().map(|r| r.sim_time_s).collect()
+}
+
+/// The megabytes sent over the server's links, both ways, up to the end of each round.
+pub fn server_megabytes(run: &Run) -> Vec<f64> {
+    let mut total = 0.0;
+    run.records
+        .iter()
+        .map(|record| {
+            let server = record.traffic.iter().find(|t| t.tier == "server");
+            total += server.map_or(0.0, |t| (t.bytes_down + t.bytes_up) as f64 / 1e6);
+            total
+        })
+        .collect()
+}
+
+/// A configuration's curve of `y` against `x`, over the rounds every seed has a `y` for.
+/// Runs of one configuration have the same rounds, so their records line up by position.
+pub fn curve(configuration: &Configuration, x: XOf, y: fn(&RoundRecord) -> Option<f64>) -> Curve {
+    let xs: Vec<Vec<f64>> = configuration.runs.iter().map(x).collect();
+    let rounds = configuration.runs[0].records.len();
+    let points = (0..rounds)
+        .filter_map(|i| {
+            let ys: Vec<f64> = configuration
+                .runs
+                .iter()
+                .map(|run| run.records.get(i).and_then(y))
+                .collect::<Option<_>>()?;
+            let n = ys.len() as f64;
+            Some(Point {
+                x: xs.iter().map(|x| x[i]).sum::<f64>() / n,
+                mean: ys.iter().sum::<f64>() / n,
+                low: ys.iter().copied().fold(f64::INFINITY, f64::min),
+                high: ys.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            })
+        })
+        .collect();
+    Curve {
+        label: configuration.label.clone(),
+        points,
+    }
+}
+
+/// The texts and scale of a line chart.
+#[derive(Debug, Clone, Copy)]
+pub struct Axes<'a> {
+    /// The chart's title.
+    pub title: &'a str,
+    /// The x axis's name, with its unit.
+    pub x: &'a str,
+    /// The y axis's name, with its unit.
+    pub y: &'a str,
+    /// What y values are multiplied by before drawing (100 for fractions shown in percent).
+    pub y_scale: f64,
+}
+
+/// A line chart of `curves`, each in a band over its seeds, with a legend at the right.
+pub fn line_chart(axes: Axes<'_>, curves: &[Curve]) -> Result<String, DrawError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let titled = root.titled(axes.title, (FONT, 24))?;
+        let (plot, legend) = titled.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let points = || curves.iter().flat_map(|c| &c.points);
+        let (x_range, y_range) = ranges(points(), axes.y_scale);
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(12)
+            .x_label_area_size(52)
+            .y_label_area_size(72)
+            .build_cartesian_2d(x_range, y_range)?;
+        chart
+            .configure_mesh()
+            .x_desc(axes.x)
+            .y_desc(axes.y)
+            .axis_desc_style((FONT, 17))
+            .label_style((FONT, 14))
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
+            .bold_line_style(RGBColor(220, 220, 220))
+            .light_line_style(WHITE)
+            .draw()?;
+        let scale = axes.y_scale;
+        for (i, curve) in curves.iter().enumerate() {
+            let colour = LINE_COLOURS[i % LINE_COLOURS.len()];
+            let band: Vec<(f64, f64)> = curve
+                .points
+                .iter()
+                .map(|p| (p.x, p.high * scale))
+                .chain(curve.points.iter().rev().map(|p| (p.x, p.low * scale)))
+                .collect();
+            chart.draw_series(std::iter::once(Polygon::new(
+                band,
+                colour.mix(0.15).filled(),
+            )))?;
+        }
+        for (i, curve) in curves.iter().enumerate() {
+            let line = curve.points.iter().map(|p| (p.x, p.mean * scale));
+            let style = line_style(i);
+            if i < LINE_COLOURS.len() {
+                chart.draw_series(LineSeries::new(line, style))?;
+            } else {
+                chart.draw_series(DashedLineSeries::new(line, 9, 5, style))?;
+            }
+        }
+        draw_legend(
+            &legend,
+            curves.iter().map(|c| c.label.as_str()),
+            |i, area, y| {
+                let segment = [(8, y), (44, y)];
+                if i < LINE_COLOURS.len() {
+                    area.draw(&PathElement::new(segment, line_style(i)))?;
+                } else {
+                    area.draw(&DashedPathElement::new(segment, 9, 5, line_style(i)))?;
+                }
+                Ok(())
+            },
+        )?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// A tick label: whole numbers without decimals, others with as few as tell them apart.
+fn tick(value: &f64) -> String {
+    if (value - value.round()).abs() < 1e-9 {
+        format!("{value:.0}")
+    } else {
+        let text = format!("{value:.4}");
+        text.trim_end_matches('0').to_string()
+    }
+}
+
+/// The style of the `i`th configuration's line.
+fn line_style(i: usize) -> ShapeStyle {
+    LINE_COLOURS[i % LINE_COLOURS.len()].stroke_width(3)
+}
+
+/// The axis ranges that hold every point's band, y times `y_scale`, with a little room.
+fn ranges<'a>(
+    points: impl Iterator<Item = &'a Point> + Clone,
+    y_scale: f64,
+) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
+    let fold = |values: &mut dyn Iterator<Item = f64>| {
+        values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        })
+    };
+    let (x_low, x_high) = fold(&mut points.clone().map(|p| p.x));
+    let (y_low, y_high) = fold(&mut points.flat_map(|p| [p.low, p.high]).map(|y| y * y_scale));
+    let widen = |low: f64, high: f64| {
+        if !low.is_finite() {
+            return 0.0..1.0;
+        }
+        let pad = ((high - low) * 0.04).max(1e-9);
+        (low - pad)..(high + pad)
+    };
+    (widen(x_low, x_high), widen(y_low, y_high))
+}
+
+/// Draws a legend in `area`: for each label, a key (drawn by `key(i, area, y)` left of the
+/// text) and the label.
+fn draw_legend<'a>(
+    area: &Area<'_>,
+    labels: impl Iterator<Item = &'a str>,
+    key: impl Fn(usize, &Area<'_>, i32) -> Result<(), DrawError>,
+) -> Result<(), DrawError> {
+    for (i, label) in labels.enumerate() {
+        let y = 40 + 28 * i32::try_from(i).unwrap_or(i32::MAX / 56);
+        key(i, area, y)?;
+        area.draw(&Text::new(
+            label.to_string(),
+            (52, y - 8),
+            (FONT, 15).into_font().color(&BLACK),
+        ))?;
+    }
+    Ok(())
+}
+
+/// At most this many clients are drawn in a label chart, so bars stay visible.
+const MAX_CLIENTS_DRAWN: usize = 100;
+
+/// Stacked bars of each client's samples per class (`counts[client][class]`), the first
+/// [`MAX_CLIENTS_DRAWN`] clients when there are more.
+pub fn label_distribution(counts: &[Vec<usize>], title: &str) -> Result<String, DrawError> {
+    let shown = &counts[..counts.len().min(MAX_CLIENTS_DRAWN)];
+    let classes = shown.first().map_or(0, Vec::len);
+    let tallest = shown
+        .iter()
+        .map(|c| c.iter().sum::<usize>())
+        .max()
+        .unwrap_or(1);
+    let x_desc = if shown.len() < counts.len() {
+        format!("client (the first {} of {})", shown.len(), counts.len())
+    } else {
+        "client".to_string()
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let titled = root.titled(title, (FONT, 22))?;
+        let (plot, legend) = titled.split_horizontally(SIZE.0 - 120);
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(12)
+            .x_label_area_size(52)
+            .y_label_area_size(72)
+            .build_cartesian_2d(-0.5..shown.len() as f64 - 0.5, 0.0..tallest as f64 * 1.03)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_desc(x_desc)
+            .y_desc("training samples")
+            .axis_desc_style((FONT, 17))
+            .label_style((FONT, 14))
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
+            .bold_line_style(RGBColor(220, 220, 220))
+            .light_line_style(WHITE)
+            .draw()?;
+        let bars = shown.iter().enumerate().flat_map(|(client, row)| {
+            let x = client as f64;
+            row.iter()
+                .enumerate()
+                .scan(0.0, move |base: &mut f64, (class, &count)| {
+                    let bottom = *base;
+                    *base += count as f64;
+                    let colour = CLASS_COLOURS[class % CLASS_COLOURS.len()];
+                    Some(Rectangle::new(
+                        [(x - 0.42, bottom), (x + 0.42, *base)],
+                        colour.filled(),
+                    ))
+                })
+        });
+        chart.draw_series(bars)?;
+        let class_names: Vec<String> = (0..classes).map(|c| format!("class {c}")).collect();
+        draw_legend(
+            &legend,
+            class_names.iter().map(String::as_str),
+            |class, area, y| {
+                let colour = CLASS_COLOURS[class % CLASS_COLOURS.len()];
+                area.draw(&Rectangle::new([(8, y - 9), (40, y + 9)], colour.filled()))?;
+                Ok(())
+            },
+        )?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(round: u32, accuracy: f64) -> RoundRecord {
+        serde_json::from_value(json!({
+            "round": round, "clients": [], "dropped": [], "train_loss": null,
+            "test_accuracy": accuracy, "test_loss": 1.0, "traffic": [], "sim_round_s": 1.0,
+            "sim_time_s": f64::from(round), "wall_ms": 1.0
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_curve_is_the_mean_of_the_seeds_within_their_lowest_and_highest() {
+        let run = |accuracies: [f64; 2]| Run {
+            dir: Default::default(),
+            config: json!({}),
+            records: vec![record(1, accuracies[0]), record(2, accuracies[1])],
+        };
+        let configuration = Configuration {
+            label: "a".into(),
+            runs: vec![run([0.2, 0.6]), run([0.4, 0.5]), run([0.3, 0.7])],
+        };
+        let curve = curve(&configuration, rounds, |r| r.test_accuracy);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        let [first, second] = curve.points[..] else {
+            panic!("two points")
+        };
+        assert!(close(first.x, 1.0) && close(first.mean, 0.3));
+        assert!(close(first.low, 0.2) && close(first.high, 0.4));
+        assert!(close(second.x, 2.0) && close(second.mean, 0.6));
+        assert!(close(second.low, 0.5) && close(second.high, 0.7));
+    }
+}

@@ -1,0 +1,288 @@
+//! Finding finished runs in folders and grouping them into configurations: runs whose
+//! settings differ only in their `seed` are one configuration, measured over several seeds.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::ReportError;
+use crate::report::RoundRecord;
+
+/// A finished run as its folder records it.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its resolved experiment (`config.json`), as written.
+    pub config: Value,
+    /// Its rounds (`metrics.jsonl`), in order.
+    pub records: Vec<RoundRecord>,
+}
+
+/// Runs of one configuration, which differ only in their seed.
+#[derive(Debug, Clone)]
+pub struct Configuration {
+    /// What sets it apart from the other configurations, e.g. `fedprox, mu=0.01, alpha=0.1`.
+    pub label: String,
+    /// Its runs, in seed order.
+    pub runs: Vec<Run>,
+}
+
+/// The settings that do not define a configuration: the name, the seed being aggregated over,
+/// and those that do not change results.
+const NOT_SETTINGS: [&str; 4] = [
+    "name",
+    "seed",
+    "federation.num_parallels",
+    "checkpoint.every",
+];
+
+/// The finished runs in `inputs` (each a run folder, or a folder of run folders such as a
+/// sweep's), in path order, and a line for each unfinished run left out.
+pub fn find(inputs: &[PathBuf]) -> Result<(Vec<Run>, Vec<String>), ReportError> {
+    let mut dirs = Vec::new();
+    for input in inputs {
+        if is_run_folder(input) {
+            dirs.push(input.clone());
+        } else {
+            let entries = fs::read_dir(input).map_err(ReportError::read(input))?;
+            let mut children: Vec<PathBuf> = entries
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|path| is_run_folder(path))
+                .collect();
+            children.sort();
+            dirs.extend(children);
+        }
+    }
+    let (mut runs, mut unfinished) = (Vec::new(), Vec::new());
+    for dir in dirs {
+        let run = read(&dir)?;
+        let rounds = run
+            .config
+            .pointer("/federation/rounds")
+            .and_then(Value::as_u64);
+        let done = run.records.last().map_or(0, |r| u64::from(r.round));
+        match rounds {
+            Some(rounds) if done == rounds => runs.push(run),
+            Some(rounds) => {
+                unfinished.push(format!("{}: {done} of {rounds} rounds", dir.display()))
+            }
+            None => {
+                return Err(ReportError::Config {
+                    path: dir.join("config.json"),
+                    message: "no federation.rounds".into(),
+                });
+            }
+        }
+    }
+    if runs.is_empty() {
+        return Err(ReportError::NoRuns {
+            inputs: inputs.iter().map(|p| p.display().to_string()).collect(),
+        });
+    }
+    Ok((runs, unfinished))
+}
+
+/// Whether `dir` holds a run's config and metrics.
+fn is_run_folder(dir: &Path) -> bool {
+    dir.join("config.json").is_file() && dir.join("metrics.jsonl").is_file()
+}
+
+/// Reads a run folder's config and records.
+fn read(dir: &Path) -> Result<Run, ReportError> {
+    let config_path = dir.join("config.json");
+    let text = fs::read_to_string(&config_path).map_err(ReportError::read(&config_path))?;
+    let config = serde_json::from_str(&text).map_err(|e| ReportError::Config {
+        path: config_path.clone(),
+        message: e.to_string(),
+    })?;
+    let metrics_path = dir.join("metrics.jsonl");
+    let text = fs::read_to_string(&metrics_path).map_err(ReportError::read(&metrics_path))?;
+    let records = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|e| ReportError::Record {
+                path: metrics_path.clone(),
+                line: i + 1,
+                message: e.to_string(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Run {
+        dir: dir.to_path_buf(),
+        config,
+        records,
+    })
+}
+
+/// Groups runs into configurations, in the order each configuration first appears, with
+/// each one's runs in seed order.
+pub fn group(runs: Vec<Run>) -> Vec<Configuration> {
+    let mut groups: Vec<(BTreeMap<String, Value>, Vec<Run>)> = Vec::new();
+    for run in runs {
+        let settings = settings(&run.config);
+        match groups.iter_mut().find(|(s, _)| *s == settings) {
+            Some((_, members)) => members.push(run),
+            None => groups.push((settings, vec![run])),
+        }
+    }
+    let varying = varying_paths(groups.iter().map(|(s, _)| s));
+    groups
+        .into_iter()
+        .map(|(settings, mut runs)| {
+            runs.sort_by_key(|run| run.config.get("seed").and_then(Value::as_u64));
+            let label =
+                label(&settings, &varying).unwrap_or_else(|| name_of(&runs[0].config).to_string());
+            Configuration { label, runs }
+        })
+        .collect()
+}
+
+/// A config's leaf values by dotted path, without the fields in [`NOT_SETTINGS`].
+fn settings(config: &Value) -> BTreeMap<String, Value> {
+    let mut leaves = BTreeMap::new();
+    flatten(config, String::new(), &mut leaves);
+    for path in NOT_SETTINGS {
+        leaves.remove(path);
+    }
+    leaves
+}
+
+/// Collects the leaves of `value` under `path`; arrays are leaves.
+fn flatten(value: &Value, path: String, leaves: &mut BTreeMap<String, Value>) {
+    match value {
+        Value::Object(fields) => {
+            for (key, child) in fields {
+                let child_path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                flatten(child, child_path, leaves);
+            }
+        }
+        leaf => {
+            leaves.insert(path, leaf.clone());
+        }
+    }
+}
+
+/// The paths whose values (or presence) differ between the configurations.
+fn varying_paths<'a>(
+    all: impl Iterator<Item = &'a BTreeMap<String, Value>> + Clone,
+) -> Vec<String> {
+    let paths: BTreeSet<&String> = all.clone().flat_map(|s| s.keys()).collect();
+    paths
+        .into_iter()
+        .filter(|path| {
+            let mut values = all.clone().map(|s| s.get(*path));
+            let first = values.next().flatten();
+            values.any(|v| v != first)
+        })
+        .cloned()
+        .collect()
+}
+
+/// `fedprox, mu=0.01, alpha=0.1`: the configuration's values on the varying paths, each named
+/// by its last part (by its whole path where two last parts are equal), a `name` field by its
+/// value alone. `None` when nothing varies.
+fn label(settings: &BTreeMap<String, Value>, varying: &[String]) -> Option<String> {
+    let leaf = |path: &str| path.rsplit('.').next().unwrap_or(path).to_string();
+    let ambiguous = |path: &str| {
+        varying
+            .iter()
+            .filter(|other| leaf(other) == leaf(path))
+            .count()
+            > 1
+    };
+    let mut ordered: Vec<&String> = varying.iter().filter(|p| leaf(p) == "name").collect();
+    ordered.extend(varying.iter().filter(|p| leaf(p) != "name"));
+    let parts: Vec<String> = ordered
+        .into_iter()
+        .filter_map(|path| {
+            let value = settings.get(path)?;
+            let shown = match value {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            Some(match (leaf(path).as_str(), ambiguous(path)) {
+                ("name", false) => shown,
+                (_, false) => format!("{}={shown}", leaf(path)),
+                (_, true) => format!("{path}={shown}"),
+            })
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// The experiment name a config gives.
+fn name_of(config: &Value) -> &str {
+    config.get("name").and_then(Value::as_str).unwrap_or("run")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(config: Value) -> Run {
+        Run {
+            dir: PathBuf::new(),
+            config,
+            records: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn runs_differing_only_in_seed_form_one_configuration_labelled_by_what_varies() {
+        let config = |strategy: Value, alpha: f64, seed: u64| {
+            json!({"name": "drift", "seed": seed, "federation": {"rounds": 3, "num_parallels": seed},
+                   "partition": {"scheme": "dirichlet", "alpha": alpha}, "strategy": strategy})
+        };
+        let fedavg = json!({"name": "fedavg"});
+        let fedprox = json!({"name": "fedprox", "mu": 0.01});
+        let configs = group(vec![
+            run(config(fedavg.clone(), 0.1, 2)),
+            run(config(fedprox.clone(), 0.1, 1)),
+            run(config(fedavg.clone(), 0.1, 1)),
+            run(config(fedavg, 1.0, 1)),
+        ]);
+        let labels: Vec<&str> = configs.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "fedavg, alpha=0.1",
+                "fedprox, alpha=0.1, mu=0.01",
+                "fedavg, alpha=1.0"
+            ]
+        );
+        let seeds: Vec<u64> = configs[0]
+            .runs
+            .iter()
+            .map(|r| r.config["seed"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seeds, [1, 2]);
+    }
+
+    #[test]
+    fn a_single_configuration_is_labelled_by_its_name_and_equal_leaves_by_their_path() {
+        let configs = group(vec![run(json!({"name": "mnist", "seed": 1}))]);
+        assert_eq!(configs[0].label, "mnist");
+        let config = |a: u64, b: u64| json!({"server_link": {"latency_ms": a}, "client_link": {"latency_ms": b}});
+        let labels: Vec<String> = group(vec![run(config(1, 2)), run(config(3, 4))])
+            .into_iter()
+            .map(|c| c.label)
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "client_link.latency_ms=2, server_link.latency_ms=1",
+                "client_link.latency_ms=4, server_link.latency_ms=3"
+            ]
+        );
+    }
+}
