@@ -12,6 +12,7 @@
 pub mod backend;
 pub mod byzantine;
 pub mod checkpoint;
+pub mod cli;
 pub mod compare;
 pub mod config;
 pub mod data;

@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
 use fedsim::backend::BackendKind;
+use fedsim::cli::{Cli, Command, ExperimentArgs, ReportArgs, RunArgs, SweepArgs};
 use fedsim::compare::ReportOptions;
 use fedsim::report::{Progress, RunFolder, say};
 use fedsim::stop::StopSignal;
@@ -14,114 +15,6 @@ use fedsim::{Error, Experiment, ExperimentConfig, Resumable, RunResult};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// Federated-learning simulation: a whole federation (server, client groups) on one machine.
-#[derive(Parser)]
-#[command(version, about, long_about = None)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run an experiment and write its results to a run folder, or continue a stopped run.
-    Run(RunArgs),
-    /// Print each client's label counts under the experiment's partition, without training.
-    Partition {
-        #[command(flatten)]
-        experiment: ExperimentArgs,
-        /// Also draw the counts as a stacked bar chart to this SVG file.
-        #[arg(long, value_name = "FILE")]
-        plot: Option<PathBuf>,
-    },
-    /// List the FL algorithms an experiment's `strategy` can name, with their parameters,
-    /// defaults and papers.
-    Strategies,
-    /// Run every experiment of a sweep file (a base experiment, variants and a grid of
-    /// field values), each in its own folder; rerunning skips finished runs and resumes
-    /// killed ones.
-    Sweep(SweepArgs),
-    /// Compare finished runs: a table with each configuration's seeds aggregated
-    /// (summary.csv, summary.md), SVG charts (plots/) and report.html holding both.
-    Report(ReportArgs),
-}
-
-#[derive(Args)]
-struct ReportArgs {
-    /// Run folders, or folders of run folders such as a sweep's.
-    #[arg(required = true, value_name = "DIR")]
-    dirs: Vec<PathBuf>,
-    /// Report folder [default: the DIR, when only one is given].
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Test accuracy to reach, as a fraction (e.g. 0.9): the table gives the first round
-    /// and simulated time at or above it.
-    #[arg(long, value_name = "FRACTION", value_parser = parse_target)]
-    target: Option<f64>,
-}
-
-/// A target accuracy: a fraction in (0, 1].
-fn parse_target(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(target) if target > 0.0 && target <= 1.0 => Ok(target),
-        _ => Err(format!(
-            "expected a test accuracy as a fraction in (0, 1], e.g. 0.9; got {text:?}"
-        )),
-    }
-}
-
-#[derive(Args)]
-struct SweepArgs {
-    /// Sweep file (JSON); see the README's Sweeps section.
-    sweep: PathBuf,
-    /// Sweep folder [default: runs/<sweep name>].
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Experiments run at once; each gets an equal share of the cores as its workers.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    jobs: u16,
-    /// Print the runs and their folders, and what the folder holds of each, without running.
-    #[arg(long)]
-    dry_run: bool,
-    /// Print one plain line per finished run instead of a progress bar.
-    #[arg(long)]
-    quiet: bool,
-}
-
-#[derive(Args)]
-struct RunArgs {
-    /// Experiment file (JSON); see experiments/ and the README for the format.
-    #[arg(required_unless_present = "resume")]
-    experiment: Option<PathBuf>,
-    /// Override a field of the file, e.g. --set federation.rounds=5 --set client.lr=0.1
-    /// (value read as JSON, or as a string if it is not JSON). Repeatable.
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    overrides: Vec<String>,
-    /// Run folder to create [default: runs/<name>-<timestamp>].
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Backend that trains; overrides the file's `backend`.
-    #[arg(long, value_enum)]
-    backend: Option<BackendKind>,
-    /// Continue the run in DIR from its checkpoint, with the settings it started with; the
-    /// result is the same, bit for bit, as if it had never stopped.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["experiment", "overrides", "out", "backend"])]
-    resume: Option<PathBuf>,
-    /// Print one plain line per round instead of a progress bar.
-    #[arg(long)]
-    quiet: bool,
-}
-
-#[derive(Args)]
-struct ExperimentArgs {
-    /// Experiment file (JSON); see experiments/ and the README for the format.
-    experiment: PathBuf,
-    /// Override a field of the file, e.g. --set federation.rounds=5 --set client.lr=0.1
-    /// (value read as JSON, or as a string if it is not JSON). Repeatable.
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    overrides: Vec<String>,
-}
 
 /// Reads an experiment file with its overrides, and the `--backend` flag as one more.
 fn load(
@@ -239,7 +132,8 @@ fn sweep(args: &SweepArgs, stop: &StopSignal) -> Result<(), Failure> {
     let options = ReportOptions {
         target: sweep.target_accuracy,
     };
-    write_report(std::slice::from_ref(&dir), &dir, options)
+    let in_sweep_order: Vec<PathBuf> = sweep.runs.iter().map(|run| dir.join(&run.name)).collect();
+    write_report(&in_sweep_order, &dir, options)
 }
 
 /// Writes the report of the runs in `dirs` to `out`, and says where it is.

@@ -140,13 +140,8 @@ pub fn write_report(
         })
         .collect();
     let mut about = vec![format!(
-        "{run_count} runs in {} configurations, from {}.",
-        configurations.len(),
-        inputs
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        "{run_count} runs in {} configurations.",
+        configurations.len()
     )];
     about.extend(left_out.iter().map(|line| format!("Left out: {line}.")));
     let title = format!("fedsim report: {}", report_name(out));

@@ -2,7 +2,7 @@
 //! (one line per configuration, the mean over its seeds, in a band from the lowest to the
 //! highest seed), and the clients' label counts as stacked bars. Colours are the Okabe–Ito
 //! palette for lines and Paul Tol's muted palette for classes, both told apart under the
-//! common kinds of colour blindness; past eight configurations the line colours repeat, dashed.
+//! common kinds of colour blindness; past seven configurations the line colours repeat, dashed.
 
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
@@ -17,8 +17,13 @@ pub type DrawError = Box<dyn std::error::Error>;
 /// Width and height of every chart, in pixels.
 pub const SIZE: (u32, u32) = (960, 540);
 
-/// Width of the legend column at the right of a chart.
-const LEGEND_WIDTH: u32 = 270;
+/// Width of the legend column at the right of a chart, from its longest label: about 8.5
+/// pixels a character at the legend's size, within a sixth and two fifths of the chart.
+fn legend_width<'a>(labels: impl Iterator<Item = &'a str>) -> u32 {
+    let longest = labels.map(|l| l.chars().count()).max().unwrap_or(0);
+    let wanted = 64 + (longest as f64 * 8.5) as u32;
+    wanted.clamp(SIZE.0 / 6, SIZE.0 * 2 / 5)
+}
 
 /// Okabe & Ito (2008), "Color Universal Design", without yellow (too pale on white).
 const LINE_COLOURS: [RGBColor; 7] = [
@@ -146,7 +151,8 @@ pub fn line_chart(axes: Axes<'_>, curves: &[Curve]) -> Result<String, DrawError>
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE)?;
         let titled = root.titled(axes.title, (FONT, 24))?;
-        let (plot, legend) = titled.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let legend_width = legend_width(curves.iter().map(|c| c.label.as_str()));
+        let (plot, legend) = titled.split_horizontally(SIZE.0 - legend_width);
         let points = || curves.iter().flat_map(|c| &c.points);
         let (x_range, y_range) = ranges(points(), axes.y_scale);
         let mut chart = ChartBuilder::on(&plot)

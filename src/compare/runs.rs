@@ -130,16 +130,35 @@ pub fn group(runs: Vec<Run>) -> Vec<Configuration> {
             None => groups.push((settings, vec![run])),
         }
     }
-    let varying = varying_paths(groups.iter().map(|(s, _)| s));
+    let labels = labels(&groups.iter().map(|(s, _)| s).collect::<Vec<_>>());
     groups
         .into_iter()
-        .map(|(settings, mut runs)| {
+        .zip(labels)
+        .map(|((_, mut runs), label)| {
             runs.sort_by_key(|run| run.config.get("seed").and_then(Value::as_u64));
-            let label =
-                label(&settings, &varying).unwrap_or_else(|| name_of(&runs[0].config).to_string());
+            let label = label.unwrap_or_else(|| name_of(&runs[0].config).to_string());
             Configuration { label, runs }
         })
         .collect()
+}
+
+/// Each configuration's label: the values of the fields whose present values differ
+/// between configurations (a field only some have, such as FedProx's `mu` beside FedAvg,
+/// is told by the algorithm's name), or of every field that differs in any way where that
+/// leaves two labels equal. `None` when nothing differs.
+fn labels(all: &[&BTreeMap<String, Value>]) -> Vec<Option<String>> {
+    let with = |varying: Vec<String>| -> Vec<Option<String>> {
+        all.iter()
+            .map(|settings| label(settings, &varying))
+            .collect()
+    };
+    let short = with(varying_paths(all, false));
+    let distinct: BTreeSet<&Option<String>> = short.iter().collect();
+    if distinct.len() == short.len() {
+        short
+    } else {
+        with(varying_paths(all, true))
+    }
 }
 
 /// A config's leaf values by dotted path, without the fields in [`NOT_SETTINGS`].
@@ -171,27 +190,32 @@ fn flatten(value: &Value, path: String, leaves: &mut BTreeMap<String, Value>) {
     }
 }
 
-/// The paths whose values (or presence) differ between the configurations.
-fn varying_paths<'a>(
-    all: impl Iterator<Item = &'a BTreeMap<String, Value>> + Clone,
-) -> Vec<String> {
-    let paths: BTreeSet<&String> = all.clone().flat_map(|s| s.keys()).collect();
+/// The paths whose values differ between the configurations that have them, and with
+/// `absence_counts`, also those some configurations lack.
+fn varying_paths(all: &[&BTreeMap<String, Value>], absence_counts: bool) -> Vec<String> {
+    let paths: BTreeSet<&String> = all.iter().flat_map(|s| s.keys()).collect();
     paths
         .into_iter()
         .filter(|path| {
-            let mut values = all.clone().map(|s| s.get(*path));
-            let first = values.next().flatten();
-            values.any(|v| v != first)
+            let values: Vec<Option<&Value>> = all.iter().map(|s| s.get(*path)).collect();
+            let present: BTreeSet<String> =
+                values.iter().flatten().map(|v| v.to_string()).collect();
+            present.len() > 1 || (absence_counts && values.contains(&None))
         })
         .cloned()
         .collect()
 }
 
+/// The fields whose value names a kind of thing (`strategy.name`, `partition.scheme`,
+/// `topology.kind`, `topology.mode`): a label shows them by value alone, first.
+const KIND_FIELDS: [&str; 4] = ["name", "scheme", "kind", "mode"];
+
 /// `fedprox, mu=0.01, alpha=0.1`: the configuration's values on the varying paths, each named
-/// by its last part (by its whole path where two last parts are equal), a `name` field by its
+/// by its last part (by its whole path where two last parts are equal), a kind field by its
 /// value alone. `None` when nothing varies.
 fn label(settings: &BTreeMap<String, Value>, varying: &[String]) -> Option<String> {
     let leaf = |path: &str| path.rsplit('.').next().unwrap_or(path).to_string();
+    let is_kind = |path: &str| KIND_FIELDS.contains(&leaf(path).as_str());
     let ambiguous = |path: &str| {
         varying
             .iter()
@@ -199,24 +223,48 @@ fn label(settings: &BTreeMap<String, Value>, varying: &[String]) -> Option<Strin
             .count()
             > 1
     };
-    let mut ordered: Vec<&String> = varying.iter().filter(|p| leaf(p) == "name").collect();
-    ordered.extend(varying.iter().filter(|p| leaf(p) != "name"));
-    let parts: Vec<String> = ordered
-        .into_iter()
-        .filter_map(|path| {
-            let value = settings.get(path)?;
-            let shown = match value {
-                Value::String(text) => text.clone(),
-                other => other.to_string(),
-            };
-            Some(match (leaf(path).as_str(), ambiguous(path)) {
-                ("name", false) => shown,
-                (_, false) => format!("{}={shown}", leaf(path)),
-                (_, true) => format!("{path}={shown}"),
-            })
-        })
-        .collect();
+    let mut ordered: Vec<&String> = varying.iter().filter(|p| is_kind(p)).collect();
+    ordered.extend(varying.iter().filter(|p| !is_kind(p)));
+    let mut present: Vec<String> = Vec::new();
+    let mut absent: Vec<String> = Vec::new();
+    for path in ordered {
+        match settings.get(path) {
+            Some(value) => {
+                let shown = match value {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                present.push(match (is_kind(path), ambiguous(path)) {
+                    (true, _) => shown,
+                    (false, false) => format!("{}={shown}", leaf(path)),
+                    (false, true) => format!("{path}={shown}"),
+                });
+            }
+            None => {
+                let part = format!("no {}", leaf(missing_section(settings, path)));
+                if !absent.contains(&part) {
+                    absent.push(part);
+                }
+            }
+        }
+    }
+    // What a configuration lacks is named only when it has nothing else to be told by.
+    let parts = if present.is_empty() { absent } else { present };
     (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// The outermost section of `path` that `settings` has nothing under (`byzantine` for
+/// `byzantine.attack.kind` when the config has no `byzantine` at all).
+fn missing_section<'a>(settings: &BTreeMap<String, Value>, path: &'a str) -> &'a str {
+    let has_under = |prefix: &str| {
+        settings
+            .keys()
+            .any(|key| key == prefix || key.starts_with(&format!("{prefix}.")))
+    };
+    path.match_indices('.')
+        .map(|(i, _)| &path[..i])
+        .find(|prefix| !has_under(prefix))
+        .unwrap_or(path)
 }
 
 /// The experiment name a config gives.
@@ -256,7 +304,7 @@ mod tests {
             labels,
             [
                 "fedavg, alpha=0.1",
-                "fedprox, alpha=0.1, mu=0.01",
+                "fedprox, alpha=0.1",
                 "fedavg, alpha=1.0"
             ]
         );
@@ -266,6 +314,24 @@ mod tests {
             .map(|r| r.config["seed"].as_u64().unwrap())
             .collect();
         assert_eq!(seeds, [1, 2]);
+    }
+
+    #[test]
+    fn a_field_only_some_configurations_have_is_shown_where_labels_would_collide() {
+        let fixed = json!({"name": "a", "partition": {"scheme": "iid", "seed": 7}});
+        let from_seed = json!({"name": "a", "partition": {"scheme": "iid"}});
+        let labels: Vec<String> = group(vec![run(fixed), run(from_seed)])
+            .into_iter()
+            .map(|c| c.label)
+            .collect();
+        assert_eq!(labels, ["seed=7", "no seed"]);
+        let attacked =
+            json!({"name": "a", "byzantine": {"fraction": 0.2, "attack": {"kind": "sign_flip"}}});
+        let labels: Vec<String> = group(vec![run(attacked), run(json!({"name": "a"}))])
+            .into_iter()
+            .map(|c| c.label)
+            .collect();
+        assert_eq!(labels, ["sign_flip, fraction=0.2", "no byzantine"]);
     }
 
     #[test]

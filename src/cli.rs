@@ -1,0 +1,123 @@
+//! The `fedsim` command line's grammar: every command, argument and flag, with the help text
+//! clap prints. The binary dispatches on it; tests parse documented commands with it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::backend::BackendKind;
+
+/// Federated-learning simulation: a whole federation (server, client groups) on one machine.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    /// What to do.
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run an experiment and write its results to a run folder, or continue a stopped run.
+    Run(RunArgs),
+    /// Print each client's label counts under the experiment's partition, without training.
+    Partition {
+        /// The experiment whose partition is drawn.
+        #[command(flatten)]
+        experiment: ExperimentArgs,
+        /// Also draw the counts as a stacked bar chart to this SVG file.
+        #[arg(long, value_name = "FILE")]
+        plot: Option<PathBuf>,
+    },
+    /// List the FL algorithms an experiment's `strategy` can name, with their parameters,
+    /// defaults and papers.
+    Strategies,
+    /// Run every experiment of a sweep file (a base experiment, variants and a grid of
+    /// field values), each in its own folder; rerunning skips finished runs and resumes
+    /// killed ones.
+    Sweep(SweepArgs),
+    /// Compare finished runs: a table with each configuration's seeds aggregated
+    /// (summary.csv, summary.md), SVG charts (plots/) and report.html holding both.
+    Report(ReportArgs),
+}
+
+/// `fedsim report`'s arguments.
+#[derive(Args)]
+pub struct ReportArgs {
+    /// Run folders, or folders of run folders such as a sweep's.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Report folder [default: the DIR, when only one is given].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Test accuracy to reach, as a fraction (e.g. 0.9): the table gives the first round
+    /// and simulated time at or above it.
+    #[arg(long, value_name = "FRACTION", value_parser = parse_target)]
+    pub target: Option<f64>,
+}
+
+/// A target accuracy: a fraction in (0, 1].
+pub fn parse_target(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(target) if target > 0.0 && target <= 1.0 => Ok(target),
+        _ => Err(format!(
+            "expected a test accuracy as a fraction in (0, 1], e.g. 0.9; got {text:?}"
+        )),
+    }
+}
+
+/// `fedsim sweep`'s arguments.
+#[derive(Args)]
+pub struct SweepArgs {
+    /// Sweep file (JSON); see the README's Sweeps section.
+    pub sweep: PathBuf,
+    /// Sweep folder [default: runs/<sweep name>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Experiments run at once; each gets an equal share of the cores as its workers.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
+    /// Print the runs and their folders, and what the folder holds of each, without running.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one plain line per finished run instead of a progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `fedsim run`'s arguments.
+#[derive(Args)]
+pub struct RunArgs {
+    /// Experiment file (JSON); see experiments/ and the README for the format.
+    #[arg(required_unless_present = "resume")]
+    pub experiment: Option<PathBuf>,
+    /// Override a field of the file, e.g. --set federation.rounds=5 --set client.lr=0.1
+    /// (value read as JSON, or as a string if it is not JSON). Repeatable.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub overrides: Vec<String>,
+    /// Run folder to create [default: runs/<name>-<timestamp>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Backend that trains; overrides the file's `backend`.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Continue the run in DIR from its checkpoint, with the settings it started with; the
+    /// result is the same, bit for bit, as if it had never stopped.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["experiment", "overrides", "out", "backend"])]
+    pub resume: Option<PathBuf>,
+    /// Print one plain line per round instead of a progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// An experiment file and overrides of its fields.
+#[derive(Args)]
+pub struct ExperimentArgs {
+    /// Experiment file (JSON); see experiments/ and the README for the format.
+    pub experiment: PathBuf,
+    /// Override a field of the file, e.g. --set federation.rounds=5 --set client.lr=0.1
+    /// (value read as JSON, or as a string if it is not JSON). Repeatable.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub overrides: Vec<String>,
+}
