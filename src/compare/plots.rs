@@ -5,6 +5,7 @@
 //! common kinds of colour blindness; past seven configurations the line colours repeat, dashed.
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
@@ -155,22 +156,7 @@ pub fn line_chart(axes: Axes<'_>, curves: &[Curve]) -> Result<String, DrawError>
         let (plot, legend) = titled.split_horizontally(SIZE.0 - legend_width);
         let points = || curves.iter().flat_map(|c| &c.points);
         let (x_range, y_range) = ranges(points(), axes.y_scale);
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(12)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
-            .build_cartesian_2d(x_range, y_range)?;
-        chart
-            .configure_mesh()
-            .x_desc(axes.x)
-            .y_desc(axes.y)
-            .axis_desc_style((FONT, 17))
-            .label_style((FONT, 14))
-            .x_label_formatter(&tick)
-            .y_label_formatter(&tick)
-            .bold_line_style(RGBColor(220, 220, 220))
-            .light_line_style(WHITE)
-            .draw()?;
+        let mut chart = axes_on(&plot, (x_range, y_range), (axes.x, axes.y), true)?;
         let scale = axes.y_scale;
         for (i, curve) in curves.iter().enumerate() {
             let colour = LINE_COLOURS[i % LINE_COLOURS.len()];
@@ -210,6 +196,38 @@ pub fn line_chart(axes: Axes<'_>, curves: &[Curve]) -> Result<String, DrawError>
         root.present()?;
     }
     Ok(svg)
+}
+
+/// A chart's drawing context: x and y in data units.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Sets up a chart on `area` over `ranges` and draws its axes, named by `names` (x, y), with
+/// tick labels and a light grid (without vertical lines unless `x_grid`).
+fn axes_on<'a, 'b>(
+    area: &'a Area<'b>,
+    ranges: (std::ops::Range<f64>, std::ops::Range<f64>),
+    names: (&str, &str),
+    x_grid: bool,
+) -> Result<Chart<'a, 'b>, DrawError> {
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(52)
+        .y_label_area_size(72)
+        .build_cartesian_2d(ranges.0, ranges.1)?;
+    let mut mesh = chart.configure_mesh();
+    if !x_grid {
+        mesh.disable_x_mesh();
+    }
+    mesh.x_desc(names.0)
+        .y_desc(names.1)
+        .axis_desc_style((FONT, 17))
+        .label_style((FONT, 14))
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .bold_line_style(RGBColor(220, 220, 220))
+        .light_line_style(WHITE)
+        .draw()?;
+    Ok(chart)
 }
 
 /// A tick label: whole numbers without decimals, others with as few as tell them apart.
@@ -292,23 +310,8 @@ pub fn label_distribution(counts: &[Vec<usize>], title: &str) -> Result<String, 
         root.fill(&WHITE)?;
         let titled = root.titled(title, (FONT, 22))?;
         let (plot, legend) = titled.split_horizontally(SIZE.0 - 120);
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(12)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
-            .build_cartesian_2d(-0.5..shown.len() as f64 - 0.5, 0.0..tallest as f64 * 1.03)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_desc(x_desc)
-            .y_desc("training samples")
-            .axis_desc_style((FONT, 17))
-            .label_style((FONT, 14))
-            .x_label_formatter(&tick)
-            .y_label_formatter(&tick)
-            .bold_line_style(RGBColor(220, 220, 220))
-            .light_line_style(WHITE)
-            .draw()?;
+        let ranges = (-0.5..shown.len() as f64 - 0.5, 0.0..tallest as f64 * 1.03);
+        let mut chart = axes_on(&plot, ranges, (&x_desc, "training samples"), false)?;
         let bars = shown.iter().enumerate().flat_map(|(client, row)| {
             let x = client as f64;
             row.iter()
