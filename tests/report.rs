@@ -232,7 +232,7 @@ fn every_chart_renders_at_its_size_with_coloured_ink() {
             "accuracy-by-round.svg",
             "accuracy-by-server-bytes.svg",
             "accuracy-by-sim-time.svg",
-            "labels-1.svg",
+            "labels-iid-100-clients-split-seed-1.svg",
             "train-loss.svg"
         ]
     );

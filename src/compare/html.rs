@@ -39,9 +39,9 @@ pub fn page(title: &str, about: &[String], table: &TextTable, figures: &[Figure<
     );
     for figure in figures {
         html += &format!(
-            "<figure>\n<figcaption>{}</figcaption>\n{}\n</figure>\n",
-            escape(figure.caption),
-            figure.svg.trim()
+            "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
+            figure.svg.trim(),
+            escape(figure.caption)
         );
     }
     html + "</body>\n</html>\n"
@@ -51,7 +51,7 @@ pub fn page(title: &str, about: &[String], table: &TextTable, figures: &[Figure<
 const STYLE: &str = "body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}\
 table{border-collapse:collapse;font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}\
 th{background:#f3f3f3}td:not(:first-child){font-variant-numeric:tabular-nums}\
-.note{font-size:13px;color:#555}figure{margin:2em 0}figcaption{font-weight:bold;margin-bottom:.5em}\
+.note,figcaption{font-size:13px;color:#555}figure{margin:2em 0}\
 svg{max-width:100%;height:auto}";
 
 /// `text` with HTML's special characters escaped.

@@ -185,7 +185,8 @@ fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportEr
             .map(|c| plots::curve(c, x, y))
             .collect()
     };
-    let band = "lines are the mean over seeds; bands span the lowest and highest seed";
+    let band = "Lines are the mean over a configuration's seeds; bands span its lowest and \
+                highest seed";
     let mut specs = vec![(
         "accuracy-by-round.svg",
         Axes {
@@ -234,7 +235,7 @@ fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportEr
             let svg = plots::line_chart(axes, &curves).map_err(draw_error(file))?;
             Ok(Chart {
                 file: file.to_string(),
-                caption: format!("{} ({band})", axes.title),
+                caption: format!("{band}. File: plots/{file}"),
                 svg,
             })
         })
@@ -266,9 +267,11 @@ fn label_charts(configurations: &[Configuration]) -> (Vec<Chart>, Vec<String>) {
             continue;
         }
         seen.push(split);
-        let index = seen.len();
         let described = describe_partition(config);
-        let file = format!("labels-{index}.svg");
+        let mut file = format!("labels-{}.svg", file_stem(&described));
+        if charts.iter().any(|chart: &Chart| chart.file == file) {
+            file = format!("labels-{}-{}.svg", file_stem(&described), seen.len());
+        }
         let drawn = ExperimentConfig::from_value(config.clone(), &run.dir.join("config.json"))
             .map_err(|e| e.to_string())
             .and_then(|c| Experiment::prepare(c).map_err(|e| e.to_string()))
@@ -279,8 +282,11 @@ fn label_charts(configurations: &[Configuration]) -> (Vec<Chart>, Vec<String>) {
             });
         match drawn {
             Ok(svg) => charts.push(Chart {
+                caption: format!(
+                    "Each client's training samples, stacked by class (the first 100 clients). \
+                     File: plots/{file}"
+                ),
                 file,
-                caption: format!("Each client's training samples by class ({described})"),
                 svg,
             }),
             Err(error) => unavailable.push(format!(
@@ -313,6 +319,22 @@ fn describe_partition(config: &Value) -> String {
         .filter(|s| !s.is_null())
         .unwrap_or(&config["seed"]);
     format!("{}; split seed {seed}", parts.join(", "))
+}
+
+/// `dirichlet-alpha-0.1-min_size-10-100-clients-split-seed-1` for a description: what a
+/// file name can hold of it.
+fn file_stem(description: &str) -> String {
+    let kept: String = description
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' => c,
+            _ => '-',
+        })
+        .collect();
+    kept.split('-')
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 /// A report folder being written; whole files, each written to a temporary name and renamed.
