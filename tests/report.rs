@@ -218,6 +218,9 @@ fn render(svg: &str) -> ((u32, u32), usize, usize) {
 fn every_chart_renders_at_its_size_with_coloured_ink() {
     let dir = tempfile::tempdir().unwrap();
     write_sweep_folder(dir.path());
+    // A chart of an earlier report that this one does not draw is removed.
+    fs::create_dir(dir.path().join("plots")).unwrap();
+    fs::write(dir.path().join("plots/labels-gone.svg"), "<svg/>").unwrap();
     let out = dir.path().to_str().unwrap();
     assert!(fedsim(&["report", out]).status.success());
     let plots = dir.path().join("plots");

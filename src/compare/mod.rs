@@ -132,6 +132,7 @@ pub fn write_report(
     for chart in &charts {
         report.write(&format!("plots/{}", chart.file), &chart.svg)?;
     }
+    report.remove_stale_charts()?;
     let figures: Vec<html::Figure<'_>> = charts
         .iter()
         .map(|c| html::Figure {
@@ -353,6 +354,23 @@ impl ReportFolder {
             dir: dir.to_path_buf(),
             files: Vec::new(),
         })
+    }
+
+    /// Removes the charts an earlier report left in `plots/` that this one did not write
+    /// (a split or a clock no longer among the runs), so the folder shows this report only.
+    fn remove_stale_charts(&self) -> Result<(), WriteError> {
+        let plots = self.dir.join("plots");
+        let entries = fs::read_dir(&plots).map_err(|source| WriteError {
+            path: plots.clone(),
+            source,
+        })?;
+        for path in entries.filter_map(|entry| entry.ok().map(|e| e.path())) {
+            let chart = path.extension().is_some_and(|e| e == "svg");
+            if chart && !self.files.contains(&path) {
+                fs::remove_file(&path).map_err(|source| WriteError { path, source })?;
+            }
+        }
+        Ok(())
     }
 
     fn write(&mut self, name: &str, text: &str) -> Result<(), WriteError> {
