@@ -330,13 +330,8 @@ fn partition(args: &ExperimentArgs, plot: Option<&Path>) -> Result<(), Failure> 
         let title = format!("Labels per client: {}", experiment.config().name);
         let svg = fedsim::compare::plots::label_distribution(&counts, &title)
             .expect("a chart draws to memory");
-        std::fs::write(path, svg).map_err(|source| {
-            let error = fedsim::report::run_folder::WriteError {
-                path: path.to_path_buf(),
-                source,
-            };
-            (error.into(), None)
-        })?;
+        fedsim::report::run_folder::write_atomically(path, svg.as_bytes())
+            .map_err(|e| (e.into(), None))?;
         say(format_args!("label chart: {}", path.display()));
     }
     Ok(())

@@ -474,7 +474,7 @@ fn label(axis: &str, value: &Value) -> String {
 }
 
 /// `text` with every character but letters, digits, `.`, `-` and `_` replaced by `-`.
-fn sanitise(text: &str) -> String {
+pub(crate) fn sanitise(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || ".-_".contains(c) {

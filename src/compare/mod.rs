@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::Experiment;
 use crate::config::ExperimentConfig;
 use crate::report::RoundRecord;
-use crate::report::run_folder::WriteError;
+use crate::report::run_folder::{WriteError, write_atomically};
 use plots::{Axes, Curve, DrawError};
 use runs::Configuration;
 use table::{Row, TextTable};
@@ -323,16 +323,10 @@ fn describe_partition(config: &Value) -> String {
 }
 
 /// `dirichlet-alpha-0.1-min_size-10-100-clients-split-seed-1` for a description: what a
-/// file name can hold of it.
+/// file name can hold of it, without runs of dashes.
 fn file_stem(description: &str) -> String {
-    let kept: String = description
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' => c,
-            _ => '-',
-        })
-        .collect();
-    kept.split('-')
+    crate::sweep::sanitise(description)
+        .split('-')
         .filter(|part| !part.is_empty())
         .collect::<Vec<_>>()
         .join("-")
@@ -375,13 +369,7 @@ impl ReportFolder {
 
     fn write(&mut self, name: &str, text: &str) -> Result<(), WriteError> {
         let path = self.dir.join(name);
-        let temporary = path.with_extension("partial");
-        fs::write(&temporary, text)
-            .and_then(|()| fs::rename(&temporary, &path))
-            .map_err(|source| WriteError {
-                path: path.clone(),
-                source,
-            })?;
+        write_atomically(&path, text.as_bytes())?;
         self.files.push(path);
         Ok(())
     }

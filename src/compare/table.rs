@@ -5,7 +5,7 @@
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::runs::{Configuration, Run};
-use crate::report::RoundRecord;
+use crate::report::{ClientAccuracy, RoundRecord};
 
 /// A quantity measured once per seed, summarised.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -119,21 +119,22 @@ impl Row {
             std: f64::NAN,
             ci95: None,
         };
-        let last_client_spread =
-            |run: &Run| run.records.iter().rev().find_map(|r| r.client_accuracy);
-        let clients = runs
+        // Each seed's spread at the last round that measured it; none unless every seed has one.
+        let spreads: Option<Vec<ClientAccuracy>> = runs
             .iter()
-            .all(|run| last_client_spread(run).is_some())
-            .then(|| {
-                let spread = |part: fn(&crate::report::ClientAccuracy) -> f64| {
-                    per_seed(&|run| last_client_spread(run).map(|c| part(&c))).unwrap_or(nan)
-                };
-                ClientSpread {
-                    mean: spread(|c| c.mean),
-                    worst_10: spread(|c| c.worst_10),
-                    best_10: spread(|c| c.best_10),
-                }
-            });
+            .map(|run| run.records.iter().rev().find_map(|r| r.client_accuracy))
+            .collect();
+        let clients = spreads.map(|spreads| {
+            let spread = |part: fn(&ClientAccuracy) -> f64| {
+                let values: Vec<f64> = spreads.iter().map(part).collect();
+                Stats::of(&values).unwrap_or(nan)
+            };
+            ClientSpread {
+                mean: spread(|c| c.mean),
+                worst_10: spread(|c| c.worst_10),
+                best_10: spread(|c| c.best_10),
+            }
+        });
         Self {
             label: configuration.label.clone(),
             final_accuracy: per_seed(&|run| run.records.last()?.test_accuracy).unwrap_or(nan),

@@ -129,18 +129,18 @@ impl RunFolder {
 
     /// Writes raw bytes to `name`, atomically.
     pub fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<(), WriteError> {
-        write_atomically(&self.dir, name, bytes)
+        write_atomically(&self.dir.join(name), bytes)
     }
 }
 
-/// Writes `bytes` to `dir/name` through a temporary file and a rename, so that the file is
-/// either whole or as it was.
-fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), WriteError> {
-    let path = dir.join(name);
-    let partial = dir.join(format!(".{name}.partial"));
+/// Writes `bytes` to `path` through a temporary file beside it and a rename, so that the file
+/// is either whole or as it was.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let partial = path.with_file_name(format!(".{name}.partial"));
     fs::write(&partial, bytes)
-        .and_then(|()| fs::rename(&partial, &path))
-        .map_err(write_error(&path))
+        .and_then(|()| fs::rename(&partial, path))
+        .map_err(write_error(path))
 }
 
 /// What a run folder holds of a run to continue, read without changing anything: its
@@ -204,7 +204,7 @@ impl Saved {
     /// Cuts `metrics.jsonl` back to the rounds the checkpoint covers (atomically) and opens the
     /// folder to go on from there.
     pub fn reopen(&self) -> Result<RunFolder, WriteError> {
-        write_atomically(&self.dir, METRICS, self.lines.as_bytes())?;
+        write_atomically(&self.dir.join(METRICS), self.lines.as_bytes())?;
         let metrics_path = self.dir.join(METRICS);
         let metrics = OpenOptions::new()
             .append(true)
