@@ -35,7 +35,7 @@ fn fedavg(c: &mut Criterion) {
     group.throughput(Throughput::Bytes((CLIENTS * CNN_PARAMS * 4) as u64));
     group.sample_size(20);
     group.bench_function("fedavg_100_clients_cnn_size", |b| {
-        b.iter(|| FedAvg.aggregate(&round, &global, &updates))
+        b.iter(|| FedAvg.aggregate_updates(&round, &global, &updates))
     });
     group.finish();
 }

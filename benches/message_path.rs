@@ -4,18 +4,17 @@
 //! groups; a model of 1,663,370 parameters (the CNN's size). Flat (one group of 1,000) against
 //! 10 schedulers in relay and in aggregate mode.
 //!
-//! Every round moves 1,000 uplinks of 6.7 MB: a relay round holds about 6.7 GB of updates at
-//! the server before it aggregates, so this needs a machine with some 16 GB of memory.
+//! Every round moves 1,000 uplinks of 6.7 MB. The server folds each into the round's mean as
+//! its turn comes, and uplinks hold one message before their sender waits, so a round holds a
+//! few updates per group rather than all 1,000 (6.7 GB).
 
-use std::collections::HashMap;
+mod common;
+
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use fedsim::config::{FailurePolicy, NetworkConfig, SchedulerMode, TopologyConfig, WorkPlan};
-use fedsim::stop::StopSignal;
-use fedsim::strategy::{FedAvg, StrategyConfig};
-use fedsim::topology::{self, GroupSetup, Plan, ServerSetup, Start};
-use fedsim::trainer::{ClientStates, ClientTrainer, EchoTrainer, InjectedFaults};
+use fedsim::config::{SchedulerMode, TopologyConfig};
+use fedsim::trainer::{ClientTrainer, EchoTrainer, InjectedFaults};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -28,37 +27,6 @@ const ROUNDS: u32 = 3;
 /// Threads that answer for the clients: the machine's two cores.
 const ECHO_THREADS: usize = 2;
 
-fn plan(topology: TopologyConfig) -> Plan {
-    let groups = GroupSetup::for_parts(
-        topology.groups(CLIENTS),
-        &[SAMPLES; CLIENTS],
-        0,
-        0.0,
-        WorkPlan::fixed(1, 32),
-        Arc::new(vec![f64::INFINITY; CLIENTS]),
-    );
-    Plan {
-        server: ServerSetup {
-            seed: 0,
-            rounds: ROUNDS,
-            clients_per_round: CLIENTS,
-            deadline_s: None,
-            on_client_failure: FailurePolicy::Abort,
-            start: Start::default(),
-            initial_model: vec![0.5; PARAMS],
-            strategy: Box::new(FedAvg),
-            client_states: Arc::new(ClientStates::new(CLIENTS)),
-            evaluator: None,
-        },
-        topology,
-        network: NetworkConfig::default(),
-        groups,
-        scheduler_panics: HashMap::new(),
-        edge_aggregation: StrategyConfig::default().edge_aggregation(),
-        stop: StopSignal::new(),
-    }
-}
-
 fn run(topology: &TopologyConfig) {
     let echo = EchoTrainer::new(
         vec![SAMPLES; CLIENTS],
@@ -66,8 +34,13 @@ fn run(topology: &TopologyConfig) {
         ECHO_THREADS,
     );
     let trainer: Arc<dyn ClientTrainer> = Arc::new(echo.expect("the echo pool starts"));
-    let result = topology::run(plan(topology.clone()), trainer, |_| Ok::<_, ()>(()));
-    result.unwrap().expect("the federation runs");
+    let plan = common::plan(
+        topology.clone(),
+        &[SAMPLES; CLIENTS],
+        (CLIENTS, ROUNDS),
+        vec![0.5; PARAMS],
+    );
+    common::run(plan, trainer);
 }
 
 fn message_path(c: &mut Criterion) {

@@ -287,11 +287,15 @@ fn resume(dir: &Path, quiet: bool, stop: &StopSignal) -> Result<(), Failure> {
 fn report(result: &RunResult) {
     let summary = &result.summary;
     say(format_args!(
-        "done: test accuracy {:.2}% (best {:.2}%) after {} rounds in {:.1} s",
+        "done: test accuracy {:.2}% (best {:.2}%) after {} rounds in {:.1} s{}",
         100.0 * summary.final_accuracy,
         100.0 * summary.best_accuracy,
         summary.rounds,
         summary.wall_seconds,
+        summary
+            .peak_resident_bytes
+            .map(|b| format!(", peak memory {:.0} MB", b as f64 / 1e6))
+            .unwrap_or_default(),
     ));
     for tier in &summary.traffic {
         say(format_args!(

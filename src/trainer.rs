@@ -12,6 +12,8 @@ mod states;
 pub use echo::{Answer, EchoTrainer};
 pub use states::ClientStates;
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -86,13 +88,94 @@ pub struct ClientFailure {
 /// What a client group hands its clients' work to. [`Trainer`] trains them on burn;
 /// [`EchoTrainer`] answers at once, to time or test the tree alone.
 pub trait ClientTrainer: Send + Sync {
-    /// Queues a job; its result must be sent to `done` when the client has trained or failed.
-    fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>);
+    /// Queues a job; its result must be sent to `done` when the client has trained or failed,
+    /// from another thread than the caller's: `done` holds few results (see
+    /// [`crate::network::UPWARD_BACKLOG`]) and the caller drains it. Jobs should start lowest
+    /// (round, edge round, client) first, as [`Trainer`] starts them.
+    fn spawn(&self, job: Job, done: Done);
+}
+
+/// Where a job's result goes.
+pub type Done = flume::Sender<Result<Update, ClientFailure>>;
+
+/// Jobs waiting for a worker of a pool, taken lowest (round, edge round, client) first,
+/// whichever group queued them: results then arrive nearly in the client-id order in which
+/// the server folds them, so few wait their turn in its reorder buffer.
+pub(crate) struct JobQueue {
+    pool: rayon::ThreadPool,
+    waiting: Arc<Mutex<BinaryHeap<Reverse<Queued>>>>,
+}
+
+struct Queued {
+    job: Job,
+    done: Done,
+}
+
+impl Queued {
+    fn key(&self) -> (u32, u32, ClientId) {
+        (self.job.round, self.job.edge_round, self.job.client)
+    }
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Queued {}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl JobQueue {
+    /// A queue served by `threads` threads named `fedsim-<role>-<index>`.
+    pub(crate) fn new(
+        threads: usize,
+        role: &'static str,
+    ) -> Result<Self, rayon::ThreadPoolBuildError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(move |i| format!("fedsim-{role}-{i}"))
+            .build()?;
+        Ok(Self {
+            pool,
+            waiting: Arc::default(),
+        })
+    }
+
+    /// Queues `job`; a worker runs `work` on the lowest queued job when one is free. The pool
+    /// gets one task per job, and each task takes whichever job is lowest at the time.
+    pub(crate) fn push(&self, job: Job, done: Done, work: impl FnOnce(Job, Done) + Send + 'static) {
+        let waiting = self.waiting.clone();
+        waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Reverse(Queued { job, done }));
+        self.pool.spawn(move || {
+            let lowest = waiting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop()
+                .expect("every task has a job queued");
+            let Reverse(Queued { job, done }) = lowest;
+            work(job, done);
+        });
+    }
 }
 
 /// A pool of workers that train clients.
 pub struct Trainer {
-    pool: rayon::ThreadPool,
+    queue: JobQueue,
     shared: Arc<Shared>,
 }
 
@@ -109,19 +192,19 @@ impl Trainer {
         setup: TrainerSetup,
         num_parallels: usize,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
-        let pool = pool(num_parallels, "worker")?;
+        let queue = JobQueue::new(num_parallels, "worker")?;
         let workers = (0..num_parallels).map(|_| Mutex::new(None)).collect();
         Ok(Self {
-            pool,
+            queue,
             shared: Arc::new(Shared { setup, workers }),
         })
     }
 }
 
 impl ClientTrainer for Trainer {
-    fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>) {
+    fn spawn(&self, job: Job, done: Done) {
         let shared = self.shared.clone();
-        self.pool.spawn(move || {
+        self.queue.push(job, done, move |job, done| {
             // The receiver is gone only when the group is shutting down after a failure;
             // this result is then no longer wanted.
             let _ = done.send(shared.train(job));
@@ -219,17 +302,6 @@ impl Shared {
         let (attack, attackers) = self.setup.byzantine.as_ref()?;
         attackers[client].then_some(*attack)
     }
-}
-
-/// A pool of `threads` threads named `fedsim-<role>-<index>`.
-fn pool(
-    threads: usize,
-    role: &'static str,
-) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(move |i| format!("fedsim-{role}-{i}"))
-        .build()
 }
 
 /// Runs one client's `work`, turning an error or a panic into a [`ClientFailure`].

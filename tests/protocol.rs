@@ -16,12 +16,14 @@ use fedsim::config::{
 use fedsim::network::{ClientId, DropReason, LinkProfile, Message, NodeId, Tensors, Update};
 use fedsim::report::RoundRecord;
 use fedsim::stop::StopSignal;
-use fedsim::strategy::{Aggregate, FedAvg, Round, Strategy as Aggregation, StrategyConfig};
+use fedsim::strategy::{
+    Aggregate, Collected, FedAvg, Reads, Round, Strategy as Aggregation, StrategyConfig,
+};
 use fedsim::topology::client_group::drops_out;
 use fedsim::topology::server::sample;
 use fedsim::topology::{self, FederationError, GroupSetup, Plan, ServerSetup, Start};
 use fedsim::trainer::{
-    Answer, ClientFailure, ClientStates, ClientTrainer, EchoTrainer, InjectedFaults, Job,
+    Answer, ClientFailure, ClientStates, ClientTrainer, Done, EchoTrainer, InjectedFaults, Job,
 };
 use proptest::prelude::*;
 
@@ -241,18 +243,21 @@ struct StoppingAt {
 }
 
 impl ClientTrainer for StoppingAt {
-    fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>) {
+    fn spawn(&self, job: Job, done: Done) {
         if (job.round, job.client) == self.at {
             self.stop.request();
         }
         if self.stop.is_requested() {
             let (round, client) = (job.round, job.client);
             let error = "stopped with the run".to_string();
-            let _ = done.send(Err(ClientFailure {
-                round,
-                client,
-                error,
-            }));
+            // Off the group's thread, which drains `done` and must never wait on it.
+            std::thread::spawn(move || {
+                let _ = done.send(Err(ClientFailure {
+                    round,
+                    client,
+                    error,
+                }));
+            });
         } else {
             self.echo.spawn(job, done);
         }
@@ -262,16 +267,35 @@ impl ClientTrainer for StoppingAt {
 /// The round of each update the server aggregated, and the clients it stands for.
 type Aggregated = Arc<Mutex<Vec<(u32, Vec<ClientId>)>>>;
 
-/// FedAvg that notes which clients each update it aggregates stands for.
+/// FedAvg that notes which clients each update it aggregates stands for. Reading sums, as
+/// FedAvg does, it lets the server fold single clients' updates as they arrive (and sees each
+/// client as one update); reading updates, it sees a scheduler's partial aggregate whole.
 struct Recording {
     seen: Aggregated,
+    reads_sums: bool,
 }
 
 impl Aggregation for Recording {
-    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
+    fn reads(&self) -> Reads {
+        if self.reads_sums {
+            FedAvg.reads()
+        } else {
+            Reads::Updates
+        }
+    }
+
+    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
         let mut seen = self.seen.lock().unwrap();
-        seen.extend(updates.iter().map(|u| (u.round, u.clients.clone())));
-        FedAvg.aggregate(round, global, updates)
+        match input {
+            Collected::Sums { ref clients, .. } => {
+                seen.extend(clients.iter().map(|&c| (round.number, vec![c])));
+                FedAvg.aggregate(round, global, input)
+            }
+            Collected::Updates(updates) => {
+                seen.extend(updates.iter().map(|u| (u.round, u.clients.clone())));
+                FedAvg.aggregate_updates(round, global, updates)
+            }
+        }
     }
 }
 
@@ -288,7 +312,11 @@ struct Outcome {
 fn simulate(case: &Case) -> Outcome {
     let seen = Aggregated::default();
     let stop = StopSignal::new();
-    let plan = case.plan(Box::new(Recording { seen: seen.clone() }), stop.clone());
+    let recording = Recording {
+        seen: seen.clone(),
+        reads_sums: !matches!(case.hierarchy, Some((_, SchedulerMode::Aggregate, _))),
+    };
+    let plan = case.plan(Box::new(recording), stop.clone());
     let faults = InjectedFaults::new(&case.client_faults);
     let echo = Arc::new(EchoTrainer::new(case.num_samples(), faults, 2).unwrap());
     let (done_tx, done_rx) = flume::bounded(1);

@@ -165,6 +165,10 @@ fn two_runs_of_one_command_have_the_same_manifest() {
     assert_eq!(manifest["command_line"][1], "run");
     let features = manifest["environment"]["cpu_features"].as_array().unwrap();
     assert!(!features.is_empty() || !cfg!(target_arch = "x86_64"));
+    assert_eq!(
+        manifest["environment"]["matmul_kernels"],
+        fedsim::report::manifest::matmul_kernels()
+    );
     let digest = |name: &str| {
         use sha2::Digest;
         hex::encode(sha2::Sha256::digest(

@@ -78,13 +78,9 @@ impl Reader<'_> {
             Normalization::Unit => (0.0, 1.0),
             Normalization::Standard => (PIXEL_MEAN, PIXEL_STD),
         };
-        let features = images
-            .data
-            .iter()
-            .map(|&p| (f32::from(p) / 255.0 - mean) / std)
-            .collect();
         Ok(Dataset::new(
-            features,
+            images.data,
+            |p| (f32::from(p) / 255.0 - mean) / std,
             labels.data,
             [1, SIDE, SIDE],
             NUM_CLASSES,

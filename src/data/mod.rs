@@ -1,7 +1,8 @@
 //! Data sets on disk and their split among clients.
 //!
-//! [`Dataset`] holds a whole split (train or test) in memory as normalised `f32` features, so
-//! clients share it and keep only index lists ([`partition`]). Readers for each on-disk format
+//! [`Dataset`] holds a whole split (train or test) in memory as the bytes the file stores,
+//! so clients share it and keep only index lists ([`partition`]), and resident memory tracks
+//! the data's size on disk; samples become normalised `f32` features one batch at a time. Readers for each on-disk format
 //! live in their own file; [`mnist`] is the one shipped in `datasets/`.
 
 pub mod idx;
@@ -46,8 +47,11 @@ pub enum DataError {
 /// One split of a labelled data set, held in memory.
 #[derive(Debug, Clone)]
 pub struct Dataset {
-    /// Normalised features, `len() * feature_len()` values, one sample after another.
-    features: Vec<f32>,
+    /// Raw feature values (pixel bytes), `len() * feature_len()` of them, one sample after
+    /// another: a quarter of the memory normalised `f32` features would take.
+    values: Vec<u8>,
+    /// The normalised feature each byte value stands for.
+    features_of_value: Box<[f32; 256]>,
     /// One class label per sample.
     labels: Vec<u8>,
     /// Shape of one sample as `[channels, height, width]`.
@@ -57,20 +61,23 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Builds a data set; `features` must hold `labels.len()` samples of `sample_shape`.
+    /// Builds a data set of byte-valued features, each byte `v` standing for the feature
+    /// `normalize(v)`; `values` must hold `labels.len()` samples of `sample_shape`.
     pub fn new(
-        features: Vec<f32>,
+        values: Vec<u8>,
+        normalize: impl Fn(u8) -> f32,
         labels: Vec<u8>,
         sample_shape: [usize; 3],
         num_classes: usize,
     ) -> Self {
         assert_eq!(
-            features.len(),
+            values.len(),
             labels.len() * sample_shape.iter().product::<usize>(),
             "features and labels disagree on the number of samples"
         );
         Self {
-            features,
+            values,
+            features_of_value: Box::new(std::array::from_fn(|v| normalize(v as u8))),
             labels,
             sample_shape,
             num_classes,
@@ -107,19 +114,19 @@ impl Dataset {
         &self.labels
     }
 
-    /// The features of sample `index`.
-    pub fn features_of(&self, index: usize) -> &[f32] {
-        let len = self.feature_len();
-        &self.features[index * len..(index + 1) * len]
-    }
-
-    /// Copies the samples at `indices` into `features` and `labels` (cleared first), ready to
-    /// become one batch tensor.
+    /// Writes the normalised features of the samples at `indices` into `features` and their
+    /// labels into `labels` (both cleared first), ready to become one batch tensor.
     pub fn gather(&self, indices: &[usize], features: &mut Vec<f32>, labels: &mut Vec<i64>) {
         features.clear();
         labels.clear();
+        let len = self.feature_len();
         for &i in indices {
-            features.extend_from_slice(self.features_of(i));
+            let values = &self.values[i * len..(i + 1) * len];
+            features.extend(
+                values
+                    .iter()
+                    .map(|&v| self.features_of_value[usize::from(v)]),
+            );
             labels.push(i64::from(self.labels[i]));
         }
     }
@@ -152,4 +159,25 @@ pub struct DataFile {
     pub path: std::path::PathBuf,
     /// SHA-256 of its content, uncompressed if it was gzipped, in hex.
     pub sha256: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_holds_the_normalised_features_of_the_samples_asked_for() {
+        // Three samples of two values each.
+        let data = Dataset::new(
+            vec![0, 255, 10, 20, 30, 40],
+            |v| f32::from(v) / 10.0,
+            vec![2, 0, 1],
+            [1, 1, 2],
+            3,
+        );
+        let (mut features, mut labels) = (vec![9.0], vec![9]);
+        data.gather(&[2, 0], &mut features, &mut labels);
+        assert_eq!(features, [3.0, 4.0, 0.0, 25.5]);
+        assert_eq!(labels, [1, 2]);
+    }
 }

@@ -36,6 +36,14 @@ impl Mlp {
     }
 }
 
+/// Multiply-adds per sample of each dense layer.
+pub(super) fn multiply_adds(sample_shape: [usize; 3], num_classes: usize) -> Vec<u64> {
+    let inputs: usize = sample_shape.iter().product();
+    [inputs * HIDDEN, HIDDEN * HIDDEN, HIDDEN * num_classes]
+        .map(|n| n as u64)
+        .to_vec()
+}
+
 /// A dense layer with zeroed parameters (real values are loaded from a flat vector).
 pub(super) fn dense(inputs: usize, outputs: usize, device: &Device) -> Linear {
     LinearConfig::new(inputs, outputs)

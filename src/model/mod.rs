@@ -34,6 +34,25 @@ impl ModelKind {
             ModelKind::Cnn => "cnn",
         }
     }
+
+    /// Multiply-adds of one sample's forward pass through each dense and convolution layer,
+    /// in layer order (the matrix-product work; activations, pooling and biases are left out).
+    pub fn multiply_adds(self, sample_shape: [usize; 3], num_classes: usize) -> Vec<u64> {
+        match self {
+            ModelKind::Mlp => mlp::multiply_adds(sample_shape, num_classes),
+            ModelKind::Cnn => cnn::multiply_adds(sample_shape, num_classes),
+        }
+    }
+
+    /// Floating-point operations (a multiply-add counts two) of one sample's training step:
+    /// the forward pass, the weight gradients of every layer, and the input gradients of every
+    /// layer but the first. Evaluation is the forward pass alone, [`ModelKind::multiply_adds`]
+    /// summed and doubled.
+    pub fn training_flops(self, sample_shape: [usize; 3], num_classes: usize) -> u64 {
+        let layers = self.multiply_adds(sample_shape, num_classes);
+        let forward: u64 = layers.iter().sum();
+        2 * (2 * forward + layers[1..].iter().sum::<u64>())
+    }
 }
 
 /// An instance of one of the zoo's architectures.

@@ -32,6 +32,14 @@ impl LinkProfile {
     }
 }
 
+/// Messages on their way up that a channel holds before its sender waits. Updates are large,
+/// and a tier that produces them faster than its parent folds them (clients that answer at
+/// once, many groups under one server) would otherwise pile them up in memory; a tier that
+/// waits for its parent stops taking results from below, and its trainer's workers then wait
+/// in turn. Every tier keeps receiving from below for as long as a round can send it
+/// anything, so waiting never deadlocks. Downward messages share one model and never wait.
+pub const UPWARD_BACKLOG: usize = 1;
+
 /// The profiles of a link: one for the link, and per-client ones where the link stands for
 /// many client connections (between a client group and its parent).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -117,7 +125,7 @@ impl Link {
         let link = Link::default();
         let profiles = Arc::new(profiles);
         let (down_tx, down_rx) = flume::unbounded();
-        let (up_tx, up_rx) = flume::unbounded();
+        let (up_tx, up_rx) = flume::bounded(UPWARD_BACKLOG);
         let upper_end = LinkEnd {
             owner: upper,
             tx: down_tx,
@@ -201,6 +209,7 @@ mod tests {
         upper.send(Message::Exit, 0.0).unwrap();
         upper.send(Message::Exit, 0.0).unwrap();
         lower.send(Message::ExitAck, 0.0).unwrap();
+        assert_eq!(upper.recv().unwrap().from, NodeId::Group(0));
         let received = lower.recv().unwrap();
         assert!(matches!(received.message, Message::Exit));
         assert_eq!(received.from, NodeId::Server);

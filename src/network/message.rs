@@ -71,23 +71,6 @@ impl Update {
             .sum();
         loss_sum / samples.max(1) as f64
     }
-
-    /// One update standing for `parts` (sorted by client), with `params` and `extras` as its
-    /// tensors: their clients, their total samples and steps, and their mean loss.
-    pub fn combined(round: u32, parts: &[Update], params: Vec<f32>, extras: Tensors) -> Update {
-        Update {
-            round,
-            clients: parts
-                .iter()
-                .flat_map(|u| u.clients.iter().copied())
-                .collect(),
-            num_samples: parts.iter().map(|u| u.num_samples).sum(),
-            train_loss: Update::mean_loss(parts),
-            steps: parts.iter().map(|u| u.steps).sum(),
-            params,
-            extras,
-        }
-    }
 }
 
 /// Why a sampled client's work is missing from a round.

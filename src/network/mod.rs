@@ -7,6 +7,6 @@ pub mod link;
 pub mod message;
 pub mod payload;
 
-pub use link::{Disconnected, Link, LinkEnd, LinkProfile, LinkProfiles, Traffic};
+pub use link::{Disconnected, Link, LinkEnd, LinkProfile, LinkProfiles, Traffic, UPWARD_BACKLOG};
 pub use message::{ClientId, ClientInfo, DropReason, Dropped, Envelope, Message, NodeId, Update};
 pub use payload::Tensors;

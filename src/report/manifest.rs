@@ -22,6 +22,10 @@ pub struct Environment {
     pub target: String,
     /// The CPU features that decide which vector kernels run, as detected at run time.
     pub cpu_features: Vec<CpuFeature>,
+    /// The instruction set of the matrix-product kernels that burn's CPU backend picked on this
+    /// machine: runs agree to the bit only between machines where this (and the build) agree.
+    #[serde(default)]
+    pub matmul_kernels: String,
 }
 
 /// Whether the CPU has one feature.
@@ -42,8 +46,39 @@ impl Environment {
             git_commit: (!commit.is_empty()).then(|| commit.to_string()),
             target: env!("FEDSIM_TARGET").to_string(),
             cpu_features: cpu_features(),
+            matmul_kernels: matmul_kernels().to_string(),
         }
     }
+}
+
+/// The kernels burn-flex's matrix products (through the `gemm` crate) choose at run time:
+/// AVX-512 where the CPU has it (this build enables them), else AVX2 with FMA, else scalar code.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+pub fn matmul_kernels() -> &'static str {
+    use std::arch::is_x86_feature_detected as has;
+    if has!("avx512f") {
+        "x86-64 AVX-512"
+    } else if has!("fma") {
+        "x86-64 AVX2+FMA"
+    } else {
+        "x86-64 scalar"
+    }
+}
+
+/// The kernels burn-flex's matrix products (through the `gemm` crate) choose at run time.
+#[cfg(target_arch = "aarch64")]
+pub fn matmul_kernels() -> &'static str {
+    if std::arch::is_aarch64_feature_detected!("neon") {
+        "aarch64 NEON"
+    } else {
+        "aarch64 scalar"
+    }
+}
+
+/// The kernels burn-flex's matrix products (through the `gemm` crate) choose at run time.
+#[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
+pub fn matmul_kernels() -> &'static str {
+    "scalar"
 }
 
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]

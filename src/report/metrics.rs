@@ -161,6 +161,11 @@ pub struct Summary {
     pub attackers: Vec<ClientId>,
     /// Real time the rounds took, in seconds.
     pub wall_seconds: f64,
+    /// The process's peak resident memory in bytes (its high-water mark, read when the
+    /// summary is written), where the system reports it. A resumed run counts only the process
+    /// that finished it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_resident_bytes: Option<u64>,
 }
 
 impl Summary {
@@ -191,8 +196,29 @@ impl Summary {
             client_state_bytes: 0,
             attackers: Vec::new(),
             wall_seconds: records.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0,
+            peak_resident_bytes: peak_resident_bytes(),
         }
     }
+}
+
+/// The process's peak resident set size in bytes: `VmHWM` in `/proc/self/status` on Linux;
+/// `None` where that file does not exist or says nothing.
+pub fn peak_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_high_water_mark(&status)
+}
+
+/// The `VmHWM:  <n> kB` line of a `/proc/<pid>/status` file, in bytes.
+fn parse_high_water_mark(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kilobytes: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kilobytes * 1024)
 }
 
 /// SHA-256 of a flat model as little-endian bytes, in hex.
@@ -208,6 +234,17 @@ pub fn model_sha256(model: &[f32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_high_water_mark_is_read_in_bytes() {
+        let status = "Name:\tfedsim\nVmPeak:\t  900 kB\nVmHWM:\t   311296 kB\nVmRSS:\t 1 kB\n";
+        assert_eq!(parse_high_water_mark(status), Some(311_296 * 1024));
+        assert_eq!(parse_high_water_mark("VmRSS: 1 kB\n"), None);
+        assert_eq!(parse_high_water_mark("VmHWM: lots\n"), None);
+        if cfg!(target_os = "linux") {
+            assert!(peak_resident_bytes().is_some_and(|b| b > 1 << 20));
+        }
+    }
 
     #[test]
     fn client_accuracy_summarises_the_spread() {

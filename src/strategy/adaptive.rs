@@ -20,9 +20,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::config::{fraction_below, positive};
-use super::vector::{Weight, difference, mean_params, squared_norm};
-use super::{Aggregate, Round, Strategy};
-use crate::network::{Tensors, Update};
+use super::vector::{difference, squared_norm};
+use super::{Aggregate, Collected, Reads, Round, Strategy, Sum, Weighting};
+use crate::network::Tensors;
 
 /// Which second-moment rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,8 +150,13 @@ impl Adaptive {
 }
 
 impl Strategy for Adaptive {
-    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
-        let delta = difference(&mean_params(updates, Weight::Samples), global);
+    fn reads(&self) -> Reads {
+        Reads::Sums(vec![Sum::params(Weighting::Samples)])
+    }
+
+    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
+        let [mean] = input.into_sums();
+        let delta = difference(&mean, global);
         let p = self.params;
         let (lr, beta1, beta2, tau) = (
             p.server_lr as f32,
@@ -222,7 +227,7 @@ mod tests {
         };
         let updates = [update(0, 10, vec![2.0]), update(1, 10, vec![4.0])];
         Adaptive::new(rule, params)
-            .aggregate(&round(), &[1.0], &updates)
+            .aggregate_updates(&round(), &[1.0], &updates)
             .model[0]
     }
 

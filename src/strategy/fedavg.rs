@@ -2,17 +2,25 @@
 //! Decentralized Data". The next global model is the mean of the client models, each weighted
 //! by its number of training samples: `w = Σ_k (n_k / n) w_k`.
 
-use super::vector::{Weight, mean_params};
-use super::{Aggregate, Round, Strategy};
-use crate::network::Update;
+use super::{Aggregate, Collected, Reads, Round, Strategy, Sum, Weighting};
 
 /// Sample-weighted model averaging.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FedAvg;
 
 impl Strategy for FedAvg {
-    fn aggregate(&mut self, _round: &Round<'_>, _global: &[f32], updates: &[Update]) -> Aggregate {
-        Aggregate::model(mean_params(updates, Weight::Samples))
+    fn reads(&self) -> Reads {
+        Reads::Sums(vec![Sum::params(Weighting::Samples)])
+    }
+
+    fn aggregate(
+        &mut self,
+        _round: &Round<'_>,
+        _global: &[f32],
+        input: Collected<'_>,
+    ) -> Aggregate {
+        let [mean] = input.into_sums();
+        Aggregate::model(mean)
     }
 }
 
@@ -27,7 +35,7 @@ mod tests {
             update(0, 100, vec![1.0, 0.0]),
             update(1, 300, vec![5.0, 4.0]),
         ];
-        let next = FedAvg.aggregate(&round(), &[0.0, 0.0], &updates);
+        let next = FedAvg.aggregate_updates(&round(), &[0.0, 0.0], &updates);
         assert_eq!(next.model, vec![4.0, 3.0]);
     }
 }

@@ -14,9 +14,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::config::{fraction_below, positive};
-use super::vector::{Weight, combination, difference, mean_params, squared_norm, weighted_sum};
-use super::{Aggregate, Round, Strategy};
-use crate::network::{Tensors, Update};
+use super::vector::{combination, difference, squared_norm, weighted_sum};
+use super::{Aggregate, Collected, Reads, Round, Strategy, Sum, Weighting};
+use crate::network::Tensors;
 
 /// FedAvgM's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -75,8 +75,12 @@ impl FedAvgM {
 }
 
 impl Strategy for FedAvgM {
-    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
-        let mean = mean_params(updates, Weight::Samples);
+    fn reads(&self) -> Reads {
+        Reads::Sums(vec![Sum::params(Weighting::Samples)])
+    }
+
+    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
+        let [mean] = input.into_sums();
         let pseudo_gradient = difference(global, &mean);
         let (lr, beta) = (self.params.server_lr as f32, self.params.momentum as f32);
         if self.velocity.is_empty() {
@@ -127,8 +131,8 @@ mod tests {
         };
         let mut server = FedAvgM::new(params);
         for _ in 0..2 {
-            let fedavgm = server.aggregate(&round(), &global, &updates).model;
-            let fedavg = FedAvg.aggregate(&round(), &global, &updates).model;
+            let fedavgm = server.aggregate_updates(&round(), &global, &updates).model;
+            let fedavg = FedAvg.aggregate_updates(&round(), &global, &updates).model;
             assert_eq!(fedavgm, fedavg);
         }
     }
@@ -143,9 +147,9 @@ mod tests {
             momentum: 0.5,
         });
         let zero = [update(0, 10, vec![0.0])];
-        let x1 = server.aggregate(&round(), &[1.0], &zero).model;
+        let x1 = server.aggregate_updates(&round(), &[1.0], &zero).model;
         assert!((x1[0] - 0.9).abs() < 1e-6);
-        let x2 = server.aggregate(&round(), &x1, &zero).model;
+        let x2 = server.aggregate_updates(&round(), &x1, &zero).model;
         assert!((x2[0] - 0.76).abs() < 1e-6);
     }
 }

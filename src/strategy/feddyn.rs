@@ -16,9 +16,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::config::positive;
-use super::vector::{squared_norm, weighted_sum};
-use super::{Aggregate, ClientAlgorithm, ClientView, Objective, Round, Strategy, Trained};
-use crate::network::{Tensors, Update};
+use super::vector::{add_scaled, squared_norm, weighted_sum};
+use super::{
+    Aggregate, ClientAlgorithm, ClientView, Collected, Objective, Reads, Round, Strategy, Sum,
+    Trained, Weighting,
+};
+use crate::network::Tensors;
 
 /// The client state: its last gradient `∇L_k(θ_k)`.
 const GRADIENT: &str = "gradient";
@@ -68,20 +71,21 @@ impl FedDyn {
 }
 
 impl Strategy for FedDyn {
-    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
-        let taking_part = updates.len() as f32;
-        let mut change_terms: Vec<(&[f32], f32)> =
-            updates.iter().map(|u| (u.params.as_slice(), 1.0)).collect();
-        change_terms.push((global, -taking_part));
-        let change_sum = weighted_sum(&change_terms);
+    fn reads(&self) -> Reads {
+        Reads::Sums(vec![
+            Sum::params(Weighting::One),
+            Sum::params(Weighting::PerUpdate),
+        ])
+    }
+
+    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
+        let taking_part = input.len() as f32;
+        let [mut change_sum, mut model] = input.into_sums();
+        add_scaled(&mut change_sum, global, -taking_part);
         let step = -self.alpha / round.roster.len() as f32;
         self.h = weighted_sum(&[(&self.h, 1.0), (&change_sum, step)]);
-        let mut model_terms: Vec<(&[f32], f32)> = updates
-            .iter()
-            .map(|u| (u.params.as_slice(), 1.0 / taking_part))
-            .collect();
-        model_terms.push((&self.h, -1.0 / self.alpha));
-        Aggregate::model(weighted_sum(&model_terms)).with("h_norm", squared_norm(&self.h).sqrt())
+        add_scaled(&mut model, &self.h, -1.0 / self.alpha);
+        Aggregate::model(model).with("h_norm", squared_norm(&self.h).sqrt())
     }
 
     fn state(&self) -> Tensors {
@@ -139,7 +143,7 @@ mod tests {
         // h = 0 - 0.5/10 * 4 = -0.2;  θ = 3 - (-0.2) / 0.5 = 3.4.
         let mut server = FedDyn::new(Params { alpha: 0.5 }, 1);
         let updates = [update(0, 10, vec![2.0]), update(1, 99, vec![4.0])];
-        let next = server.aggregate(&round(), &[1.0], &updates);
+        let next = server.aggregate_updates(&round(), &[1.0], &updates);
         assert!((server.h[0] + 0.2).abs() < 1e-7);
         assert!((next.model[0] - 3.4).abs() < 1e-6);
     }

@@ -18,8 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::vector::combination;
-use super::{Aggregate, Round, Strategy};
-use crate::network::Update;
+use super::{Aggregate, Collected, Reads, Round, Strategy};
 
 /// FedNova's parameters: none beyond the local ones (`client.momentum` sets `ρ`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -51,7 +50,12 @@ impl FedNova {
 }
 
 impl Strategy for FedNova {
-    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
+    fn reads(&self) -> Reads {
+        Reads::Updates
+    }
+
+    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
+        let updates = input.updates();
         let total: f64 = updates.iter().map(|u| u.num_samples as f64).sum();
         let work: Vec<f64> = updates.iter().map(|u| self.work(u.steps.max(1))).collect();
         let tau_eff: f64 = updates
@@ -87,6 +91,7 @@ mod tests {
     use super::super::FedAvg;
     use super::super::testing::{round, update};
     use super::*;
+    use crate::network::Update;
 
     fn with_steps(mut update: Update, steps: u32) -> Update {
         update.steps = steps;
@@ -101,9 +106,12 @@ mod tests {
         ];
         let global = [0.3, 0.3, 0.3];
         let nova = FedNova::new(0.9)
-            .aggregate(&round(), &global, &updates)
+            .aggregate_updates(&round(), &global, &updates)
             .model;
-        assert_eq!(nova, FedAvg.aggregate(&round(), &global, &updates).model);
+        assert_eq!(
+            nova,
+            FedAvg.aggregate_updates(&round(), &global, &updates).model
+        );
     }
 
     #[test]
@@ -116,7 +124,7 @@ mod tests {
             with_steps(update(0, 10, vec![1.0]), 1),
             with_steps(update(1, 10, vec![6.0]), 3),
         ];
-        let nova = FedNova::new(0.0).aggregate(&round(), &[0.0], &updates);
+        let nova = FedNova::new(0.0).aggregate_updates(&round(), &[0.0], &updates);
         assert!((nova.model[0] - 3.0).abs() < 1e-6);
         assert_eq!(nova.metrics["tau_eff"], 2.0);
     }

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::vector::{squared_distance, weighted_sum};
-use super::{Aggregate, Round, Strategy};
+use super::{Aggregate, Collected, Reads, Round, Strategy};
 use crate::network::Update;
 
 /// Krum's parameters.
@@ -110,7 +110,12 @@ impl Krum {
 }
 
 impl Strategy for Krum {
-    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
+    fn reads(&self) -> Reads {
+        Reads::Updates
+    }
+
+    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
+        let updates = input.updates();
         let (n, f) = (updates.len(), self.params.byzantine);
         if n < needed(f) {
             return Aggregate::model(global.to_vec()).with("krum_skipped", 1.0);
@@ -153,7 +158,7 @@ mod tests {
         // 0: {0.25, 1} = 1.25;  1: {0.25, 1} = 1.25;  -1: {1, 2.25} = 3.25;
         // 0.5: {0.25, 0.25} = 0.5;  10: {90.25, 81} = 171.25. Krum keeps 0.5 (client 3).
         let mut krum = Krum::new(Params::default());
-        let next = krum.aggregate(&round(), &[7.0], &five_updates());
+        let next = krum.aggregate_updates(&round(), &[7.0], &five_updates());
         assert_eq!(next.model, vec![0.5]);
         assert_eq!(next.metrics["krum_best_client"], 3.0);
     }
@@ -165,14 +170,14 @@ mod tests {
             byzantine: 1,
             multi: 3,
         });
-        let next = krum.aggregate(&round(), &[7.0], &five_updates());
+        let next = krum.aggregate_updates(&round(), &[7.0], &five_updates());
         assert!((next.model[0] - 0.5).abs() < 1e-6);
     }
 
     #[test]
     fn too_few_updates_keep_the_global_model() {
         let mut krum = Krum::new(Params::default());
-        let next = krum.aggregate(&round(), &[7.0], &five_updates()[..4]);
+        let next = krum.aggregate_updates(&round(), &[7.0], &five_updates()[..4]);
         assert_eq!(next.model, vec![7.0]);
         assert_eq!(next.metrics["krum_skipped"], 1.0);
     }

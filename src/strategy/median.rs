@@ -10,8 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::vector::coordinatewise;
-use super::{Aggregate, Round, Strategy};
-use crate::network::Update;
+use super::{Aggregate, Collected, Reads, Round, Strategy};
 
 /// The median's parameters: none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -23,7 +22,17 @@ pub struct Params {}
 pub struct Median;
 
 impl Strategy for Median {
-    fn aggregate(&mut self, _round: &Round<'_>, _global: &[f32], updates: &[Update]) -> Aggregate {
+    fn reads(&self) -> Reads {
+        Reads::Updates
+    }
+
+    fn aggregate(
+        &mut self,
+        _round: &Round<'_>,
+        _global: &[f32],
+        input: Collected<'_>,
+    ) -> Aggregate {
+        let updates = input.updates();
         let models: Vec<&[f32]> = updates.iter().map(|u| u.params.as_slice()).collect();
         Aggregate::model(coordinatewise(&models, median))
     }
@@ -53,9 +62,9 @@ mod tests {
             update(1, 1000, vec![9.0, 0.0, 3.0]),
             update(2, 1, vec![2.0, 100.0, 3.0]),
         ];
-        let next = Median.aggregate(&round(), &[0.0; 3], &updates);
+        let next = Median.aggregate_updates(&round(), &[0.0; 3], &updates);
         assert_eq!(next.model, vec![2.0, 0.0, 3.0]);
-        let even = Median.aggregate(&round(), &[0.0; 3], &updates[..2]);
+        let even = Median.aggregate_updates(&round(), &[0.0; 3], &updates[..2]);
         assert_eq!(even.model, vec![5.0, -2.5, 3.0]);
     }
 }

@@ -19,6 +19,7 @@ mod fedavgm;
 mod feddyn;
 mod fednova;
 mod fedprox;
+pub mod fold;
 mod krum;
 mod median;
 mod qffl;
@@ -30,6 +31,7 @@ use std::collections::BTreeMap;
 
 pub use config::{Description, StrategyConfig, catalog};
 pub use fedavg::FedAvg;
+pub use fold::{Fold, Folded, Sum, Totals, Weighting};
 
 use crate::network::{ClientId, ClientInfo, Tensors, Update};
 
@@ -69,6 +71,75 @@ impl Aggregate {
     }
 }
 
+/// What a strategy's aggregate reads of a round's updates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reads {
+    /// Only these weighted sums of them, which the server folds as the updates arrive, so a
+    /// round holds one running sum rather than every update.
+    Sums(Vec<Sum>),
+    /// Every update whole (the robust rules, and weights that depend on all the updates).
+    Updates,
+}
+
+/// A round's updates as the strategy asked to read them ([`Strategy::reads`]).
+#[derive(Debug)]
+pub enum Collected<'a> {
+    /// The sums asked for, in that order, and what they add up.
+    Sums {
+        /// The sums.
+        sums: Vec<Vec<f32>>,
+        /// The number of updates behind them.
+        updates: usize,
+        /// The clients behind them, in id order.
+        clients: Vec<ClientId>,
+    },
+    /// The updates, sorted by client id.
+    Updates(&'a [Update]),
+}
+
+impl From<Folded> for Collected<'_> {
+    fn from(folded: Folded) -> Self {
+        Collected::Sums {
+            sums: folded.sums,
+            updates: folded.updates,
+            clients: folded.clients,
+        }
+    }
+}
+
+impl Collected<'_> {
+    /// The `N` sums a strategy that reads sums asked for, in its order.
+    pub fn into_sums<const N: usize>(self) -> [Vec<f32>; N] {
+        match self {
+            Collected::Sums { sums, .. } => sums
+                .try_into()
+                .unwrap_or_else(|s: Vec<_>| panic!("{} sums, not {N}", s.len())),
+            Collected::Updates(_) => panic!("this strategy reads sums, not updates"),
+        }
+    }
+
+    /// The updates, for a strategy that reads updates.
+    pub fn updates(&self) -> &[Update] {
+        match self {
+            Collected::Updates(updates) => updates,
+            Collected::Sums { .. } => panic!("this strategy reads updates, not sums"),
+        }
+    }
+
+    /// How many updates the round brought.
+    pub fn len(&self) -> usize {
+        match self {
+            Collected::Sums { updates, .. } => *updates,
+            Collected::Updates(updates) => updates.len(),
+        }
+    }
+
+    /// Whether the round brought no updates.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// The server half of an FL algorithm.
 pub trait Strategy: Send {
     /// Tensors sent down with the global model this round (SCAFFOLD's control variate).
@@ -76,9 +147,27 @@ pub trait Strategy: Send {
         Tensors::new()
     }
 
-    /// The next global model from the current one and this round's updates (sorted by client
-    /// id, never empty), with the round's metrics.
-    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate;
+    /// What [`Strategy::aggregate`] reads of the updates.
+    fn reads(&self) -> Reads;
+
+    /// The next global model from the current one and this round's updates (at least one),
+    /// read as [`Strategy::reads`] asks, with the round's metrics.
+    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate;
+
+    /// [`Strategy::aggregate`] over `updates` (sorted by client id), folding the sums it
+    /// reads from them first if it reads sums.
+    fn aggregate_updates(
+        &mut self,
+        round: &Round<'_>,
+        global: &[f32],
+        updates: &[Update],
+    ) -> Aggregate {
+        let input = match self.reads() {
+            Reads::Sums(sums) => Fold::all(sums, updates).into(),
+            Reads::Updates => Collected::Updates(updates),
+        };
+        self.aggregate(round, global, input)
+    }
 
     /// What the strategy remembers between rounds, for checkpoints.
     fn state(&self) -> Tensors {
@@ -169,8 +258,8 @@ impl ClientAlgorithm for PlainClient {}
 /// How an aggregating scheduler may pre-combine its group's updates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EdgeAggregation {
-    /// Into one update: the sample-weighted mean of the models, the sum of the extra tensors
-    /// named in `sums`, the sample-weighted mean of the others.
+    /// Into one update: the sample-weighted mean of the models and the sum of each extra
+    /// tensor named in `sums` (the algorithm's clients send no others).
     Mean {
         /// Whether the group may run several edge rounds (the algorithm's updates are models,
         /// and an edge round's mean is a model the next can start from).
@@ -182,26 +271,24 @@ pub enum EdgeAggregation {
     Unsupported(&'static str),
 }
 
-/// A scheduler's partial aggregate of `parts` (sorted by client id): the sample-weighted mean
-/// of their models and extra tensors, except the extra tensors named in `sums`, which add up.
-pub fn combine(round: u32, parts: &[Update], sums: &[&str]) -> Update {
-    let params = vector::mean_params(parts, vector::Weight::Samples);
-    let shares = vector::Weight::Samples.shares(parts);
+/// The sums a scheduler folds its group's updates into: the sample-weighted mean of the
+/// models, then the plain sum of each extra tensor named in `sums`.
+pub fn edge_sums(sums: &[&'static str]) -> Vec<Sum> {
+    std::iter::once(Sum::params(Weighting::Samples))
+        .chain(sums.iter().map(|&name| Sum::extra(name)))
+        .collect()
+}
+
+/// A scheduler's partial aggregate from its fold of [`edge_sums`] over `sums`: one update
+/// standing for the folded clients.
+pub fn partial_aggregate(round: u32, mut folded: Folded, sums: &[&'static str]) -> Update {
+    let mut tensors = std::mem::take(&mut folded.sums).into_iter();
+    let params = tensors.next().expect("the models' mean comes first");
     let mut extras = Tensors::new();
-    for (name, _) in parts[0].extras.iter() {
-        let combined = if sums.contains(&name) {
-            vector::sum_extra(parts, name)
-        } else {
-            let terms: Vec<(&[f32], f32)> = parts
-                .iter()
-                .zip(&shares)
-                .map(|(u, &share)| (u.extras.expect(name), share))
-                .collect();
-            vector::weighted_sum(&terms)
-        };
-        extras.insert(name, combined);
+    for (&name, sum) in sums.iter().zip(tensors) {
+        extras.insert(name, sum);
     }
-    Update::combined(round, parts, params, extras)
+    folded.into_update(round, params, extras)
 }
 
 #[cfg(test)]
@@ -252,19 +339,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_partial_aggregate_sums_what_adds_up_and_averages_the_rest() {
+    fn a_partial_aggregate_averages_the_models_and_sums_the_extras() {
         let mut a = update(0, 100, vec![1.0]);
-        a.extras = Tensors::new()
-            .with("delta", vec![1.0])
-            .with("mean", vec![2.0]);
+        a.extras = Tensors::new().with("delta", vec![1.0]);
         let mut b = update(1, 300, vec![5.0]);
-        b.extras = Tensors::new()
-            .with("delta", vec![2.0])
-            .with("mean", vec![6.0]);
-        let partial = combine(1, &[a, b], &["delta"]);
+        b.extras = Tensors::new().with("delta", vec![2.0]);
+        let folded = Fold::all(edge_sums(&["delta"]), &[a, b]);
+        let partial = partial_aggregate(1, folded, &["delta"]);
         assert_eq!(partial.params, vec![4.0]);
         assert_eq!(partial.extras.expect("delta"), &[3.0]);
-        assert_eq!(partial.extras.expect("mean"), &[5.0]);
         assert_eq!(
             (partial.clients, partial.num_samples, partial.steps),
             (vec![0, 1], 400, 2)

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use super::config::{non_negative, positive};
 use super::vector::{combination, squared_distance};
-use super::{Aggregate, ClientAlgorithm, ClientView, Round, Strategy, Trained};
-use crate::network::{Tensors, Update};
+use super::{Aggregate, ClientAlgorithm, ClientView, Collected, Reads, Round, Strategy, Trained};
+use crate::network::Tensors;
 
 /// The uplink tensor holding a client's loss at the global model, `F_k(w)`.
 pub const LOSS_AT_GLOBAL: &str = "loss_at_global";
@@ -89,7 +89,12 @@ impl QFedAvg {
 }
 
 impl Strategy for QFedAvg {
-    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
+    fn reads(&self) -> Reads {
+        Reads::Updates
+    }
+
+    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
+        let updates = input.updates();
         let (q, l) = (self.q, self.lipschitz);
         // Per client: (L F^q, q F^(q-1) |Δw|²), the two parts of h_k.
         let parts: Vec<(f64, f64)> = updates
@@ -142,8 +147,9 @@ impl ClientAlgorithm for QFflClient {
 #[cfg(test)]
 mod tests {
     use super::super::testing::{round, update};
-    use super::super::vector::{Weight, mean_params};
+    use super::super::vector::reference::{Weight, mean_params};
     use super::*;
+    use crate::network::Update;
 
     fn with_loss(mut update: Update, loss: f32) -> Update {
         update.extras = Tensors::new().with(LOSS_AT_GLOBAL, vec![loss]);
@@ -161,7 +167,7 @@ mod tests {
             q: 0.0,
             lipschitz: None,
         };
-        let next = QFedAvg::new(params, 0.05).aggregate(&round(), &[0.5, 0.5], &updates);
+        let next = QFedAvg::new(params, 0.05).aggregate_updates(&round(), &[0.5, 0.5], &updates);
         assert_eq!(next.model, mean_params(&updates, Weight::Clients));
     }
 
@@ -177,7 +183,7 @@ mod tests {
             q: 1.0,
             lipschitz: Some(1.0),
         };
-        let next = QFedAvg::new(params, 0.1).aggregate(&round(), &[0.0], &updates);
+        let next = QFedAvg::new(params, 0.1).aggregate_updates(&round(), &[0.0], &updates);
         assert!((next.model[0] - 7.0 / 9.0).abs() < 1e-6);
         assert_eq!(next.metrics["h_sum"], 9.0);
     }

@@ -20,9 +20,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::config::positive;
-use super::vector::{Weight, combination, mean_params, squared_norm, sum_extra, weighted_sum};
-use super::{Aggregate, ClientAlgorithm, ClientView, Objective, Round, Strategy, Trained};
-use crate::network::{Tensors, Update};
+use super::vector::{combination, squared_norm, weighted_sum};
+use super::{
+    Aggregate, ClientAlgorithm, ClientView, Collected, Objective, Reads, Round, Strategy, Sum,
+    Trained, Weighting,
+};
+use crate::network::Tensors;
 
 /// The downlink tensor holding the server's control variate `c`.
 pub const CONTROL: &str = "control";
@@ -79,11 +82,17 @@ impl Strategy for Scaffold {
         Tensors::new().with(CONTROL, self.control.clone())
     }
 
-    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: &[Update]) -> Aggregate {
+    fn reads(&self) -> Reads {
+        Reads::Sums(vec![
+            Sum::params(Weighting::Samples),
+            Sum::extra(CONTROL_DELTA),
+        ])
+    }
+
+    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
         let lr = self.params.server_lr as f32;
-        let mean = mean_params(updates, Weight::Samples);
+        let [mean, delta_sum] = input.into_sums();
         let model = combination(&[(&mean, lr), (global, 1.0 - lr)]);
-        let delta_sum = sum_extra(updates, CONTROL_DELTA);
         let share = (1.0 / round.roster.len() as f64) as f32;
         self.control = weighted_sum(&[(&self.control, 1.0), (&delta_sum, share)]);
         Aggregate::model(model).with("control_norm", squared_norm(&self.control).sqrt())
@@ -179,7 +188,7 @@ mod tests {
         a.extras = Tensors::new().with(CONTROL_DELTA, vec![1.0]);
         let mut b = update(1, 10, vec![5.0]);
         b.extras = Tensors::new().with(CONTROL_DELTA, vec![3.0]);
-        let next = server.aggregate(&round(), &[0.0], &[a, b]);
+        let next = server.aggregate_updates(&round(), &[0.0], &[a, b]);
         // x = 0 + 0.5 * (4 - 0) = 2.
         assert_eq!(next.model, vec![2.0]);
         assert!((server.control[0] - 0.4).abs() < 1e-7);

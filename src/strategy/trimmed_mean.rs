@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::config::fraction_below;
 use super::vector::coordinatewise;
-use super::{Aggregate, Round, Strategy};
-use crate::network::Update;
+use super::{Aggregate, Collected, Reads, Round, Strategy};
 
 /// The trimmed mean's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -55,7 +54,17 @@ impl TrimmedMean {
 }
 
 impl Strategy for TrimmedMean {
-    fn aggregate(&mut self, _round: &Round<'_>, _global: &[f32], updates: &[Update]) -> Aggregate {
+    fn reads(&self) -> Reads {
+        Reads::Updates
+    }
+
+    fn aggregate(
+        &mut self,
+        _round: &Round<'_>,
+        _global: &[f32],
+        input: Collected<'_>,
+    ) -> Aggregate {
+        let updates = input.updates();
         let n = updates.len();
         let k = (self.trim * n as f64).floor() as usize;
         let share = (1.0 / (n - 2 * k) as f64) as f32;
@@ -89,8 +98,9 @@ fn trimmed_mean(values: &mut [f32], k: usize, share: f32) -> f32 {
 mod tests {
     use super::super::FedAvg;
     use super::super::testing::{round, update};
-    use super::super::vector::{Weight, mean_params};
+    use super::super::vector::reference::{Weight, mean_params};
     use super::*;
+    use crate::network::Update;
 
     #[test]
     fn trims_each_end_of_each_coordinate() {
@@ -108,7 +118,8 @@ mod tests {
             .enumerate()
             .map(|(i, &(a, b))| update(i, 10, vec![a, b]))
             .collect();
-        let next = TrimmedMean::new(Params { trim: 0.2 }).aggregate(&round(), &[0.0; 2], &updates);
+        let next =
+            TrimmedMean::new(Params { trim: 0.2 }).aggregate_updates(&round(), &[0.0; 2], &updates);
         assert_eq!(next.model, vec![3.0, 1.0]);
     }
 
@@ -120,10 +131,12 @@ mod tests {
             update(2, 25, vec![-0.9, 0.01, 2.5]),
         ];
         let trimmed =
-            TrimmedMean::new(Params { trim: 0.0 }).aggregate(&round(), &[0.0; 3], &updates);
+            TrimmedMean::new(Params { trim: 0.0 }).aggregate_updates(&round(), &[0.0; 3], &updates);
         assert_eq!(
             trimmed.model,
-            FedAvg.aggregate(&round(), &[0.0; 3], &updates).model
+            FedAvg
+                .aggregate_updates(&round(), &[0.0; 3], &updates)
+                .model
         );
         assert_eq!(trimmed.model, mean_params(&updates, Weight::Clients));
     }

@@ -4,62 +4,33 @@
 
 use rayon::prelude::*;
 
-use crate::network::Update;
-
 /// Values per parallel chunk: large enough to amortise a task, small enough to spread a
 /// 200k-parameter model over a few cores.
-const CHUNK: usize = 16 * 1024;
+pub(crate) const CHUNK: usize = 16 * 1024;
 
-/// How much each update counts in a mean.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Weight {
-    /// By training samples, as FedAvg weighs clients (`n_k / n`).
-    Samples,
-    /// Equally per client (a partial aggregate counts for each client it stands for).
-    Clients,
-}
-
-impl Weight {
-    /// The weight of `update` before normalising.
-    pub fn of(self, update: &Update) -> f64 {
-        match self {
-            Weight::Samples => update.num_samples as f64,
-            Weight::Clients => update.clients.len() as f64,
-        }
-    }
-
-    /// Each update's share of the total (in `f32`, as the means apply them).
-    pub fn shares(self, updates: &[Update]) -> Vec<f32> {
-        let total: f64 = updates.iter().map(|u| self.of(u)).sum();
-        updates
-            .iter()
-            .map(|u| (self.of(u) / total) as f32)
-            .collect()
-    }
-}
-
-/// `Σ_k weight_k * vector_k`, element by element. Chunks of the output run in parallel, but
-/// each element adds its terms in the order given, so the result does not depend on the
-/// number of threads.
+/// `Σ_k weight_k * vector_k`, element by element, from zero: each element adds its terms in
+/// the order given (see [`add_scaled`]), so the result does not depend on the number of
+/// threads.
 pub fn weighted_sum(terms: &[(&[f32], f32)]) -> Vec<f32> {
     let len = terms.first().map_or(0, |(v, _)| v.len());
-    assert!(
-        terms.iter().all(|(v, _)| v.len() == len),
-        "all vectors must have the same length"
-    );
     let mut out = vec![0.0f32; len];
-    out.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(chunk, acc)| {
-            let start = chunk * CHUNK;
-            for (vector, weight) in terms {
-                let part = &vector[start..start + acc.len()];
-                for (a, &x) in acc.iter_mut().zip(part) {
-                    *a += weight * x;
-                }
+    for (vector, weight) in terms {
+        add_scaled(&mut out, vector, *weight);
+    }
+    out
+}
+
+/// `sum += weight * values`, element by element, as every weighted sum adds a term. Chunks
+/// run in parallel; each element's arithmetic does not depend on the chunking.
+pub fn add_scaled(sum: &mut [f32], values: &[f32], weight: f32) {
+    assert_eq!(sum.len(), values.len(), "vectors of different lengths");
+    sum.par_chunks_mut(CHUNK)
+        .zip(values.par_chunks(CHUNK))
+        .for_each(|(sum, values)| {
+            for (s, &v) in sum.iter_mut().zip(values) {
+                *s += weight * v;
             }
         });
-    out
 }
 
 /// [`weighted_sum`] of the terms whose weight is not zero: an update written as a
@@ -67,26 +38,6 @@ pub fn weighted_sum(terms: &[(&[f32], f32)]) -> Vec<f32> {
 pub fn combination(terms: &[(&[f32], f32)]) -> Vec<f32> {
     let nonzero: Vec<(&[f32], f32)> = terms.iter().copied().filter(|(_, w)| *w != 0.0).collect();
     weighted_sum(&nonzero)
-}
-
-/// The weighted mean of the updates' models.
-pub fn mean_params(updates: &[Update], weight: Weight) -> Vec<f32> {
-    let shares = weight.shares(updates);
-    let terms: Vec<(&[f32], f32)> = updates
-        .iter()
-        .zip(shares)
-        .map(|(u, share)| (u.params.as_slice(), share))
-        .collect();
-    weighted_sum(&terms)
-}
-
-/// The sum of the updates' extra tensor `name`.
-pub fn sum_extra(updates: &[Update], name: &str) -> Vec<f32> {
-    let terms: Vec<(&[f32], f32)> = updates
-        .iter()
-        .map(|u| (u.extras.expect(name), 1.0))
-        .collect();
-    weighted_sum(&terms)
 }
 
 /// `a - b`, element by element.
@@ -128,6 +79,62 @@ pub fn coordinatewise(vectors: &[&[f32]], rule: impl Fn(&mut [f32]) -> f32 + Syn
             }
         });
     out
+}
+
+/// Means over a whole round's updates at once, as the strategies computed them before the
+/// server folded updates as they arrive: the references that folds must equal to the bit.
+#[cfg(test)]
+pub(crate) mod reference {
+    use super::weighted_sum;
+    use crate::network::Update;
+
+    /// How much each update counts in a mean.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Weight {
+        /// By training samples, as FedAvg weighs clients (`n_k / n`).
+        Samples,
+        /// Equally per client (a partial aggregate counts for each client it stands for).
+        Clients,
+    }
+
+    impl Weight {
+        /// The weight of `update` before normalising.
+        pub fn of(self, update: &Update) -> f64 {
+            match self {
+                Weight::Samples => update.num_samples as f64,
+                Weight::Clients => update.clients.len() as f64,
+            }
+        }
+
+        /// Each update's share of the total (in `f32`, as the means apply them).
+        pub fn shares(self, updates: &[Update]) -> Vec<f32> {
+            let total: f64 = updates.iter().map(|u| self.of(u)).sum();
+            updates
+                .iter()
+                .map(|u| (self.of(u) / total) as f32)
+                .collect()
+        }
+    }
+
+    /// The weighted mean of the updates' models.
+    pub fn mean_params(updates: &[Update], weight: Weight) -> Vec<f32> {
+        let shares = weight.shares(updates);
+        let terms: Vec<(&[f32], f32)> = updates
+            .iter()
+            .zip(shares)
+            .map(|(u, share)| (u.params.as_slice(), share))
+            .collect();
+        weighted_sum(&terms)
+    }
+
+    /// The sum of the updates' extra tensor `name`.
+    pub fn sum_extra(updates: &[Update], name: &str) -> Vec<f32> {
+        let terms: Vec<(&[f32], f32)> = updates
+            .iter()
+            .map(|u| (u.extras.expect(name), 1.0))
+            .collect();
+        weighted_sum(&terms)
+    }
 }
 
 #[cfg(test)]

@@ -13,10 +13,11 @@ use rand::RngExt;
 
 use crate::config::WorkPlan;
 use crate::network::{
-    ClientId, ClientInfo, DropReason, Dropped, Envelope, LinkEnd, Message, NodeId, Update,
+    ClientId, ClientInfo, DropReason, Dropped, Envelope, LinkEnd, Message, NodeId, UPWARD_BACKLOG,
+    Update,
 };
 use crate::seed::{Purpose, stream};
-use crate::trainer::{ClientFailure, ClientTrainer, Job};
+use crate::trainer::{ClientFailure, ClientTrainer, Done, Job};
 
 use super::FederationError;
 
@@ -116,7 +117,7 @@ impl ClientGroup {
         };
         // A parent that is already gone reports its own error; nothing to add here.
         let _ = self.link.send(set_up, 0.0);
-        let (done_tx, done_rx) = flume::unbounded();
+        let (done_tx, done_rx) = flume::bounded(UPWARD_BACKLOG);
         let mut parent_open = true;
         let mut exiting = false;
         while !(exiting && self.in_flight.is_empty()) {
@@ -174,12 +175,7 @@ impl ClientGroup {
     }
 
     /// Starts a client's training, or reports it dropped; false if the parent is gone.
-    fn start(
-        &mut self,
-        mut job: Job,
-        arrived: f64,
-        done: &flume::Sender<Result<Update, ClientFailure>>,
-    ) -> bool {
+    fn start(&mut self, mut job: Job, arrived: f64, done: &Done) -> bool {
         if self.drops_out(&job) {
             let dropped = Message::Dropped {
                 round: job.round,

@@ -17,10 +17,13 @@ use std::sync::Arc;
 use std::thread;
 
 pub use client_group::{ClientGroup, GroupSetup};
+pub use collector::Foresight;
 pub use scheduler::{ClientConnector, SchedulerSetup, ServerConnector};
-pub use server::{Child, ClientTests, Evaluator, RoundEnd, Server, ServerSetup, Start};
+pub use server::{
+    Child, ClientTests, Evaluator, RoundEnd, Server, ServerLinks, ServerSetup, Start,
+};
 
-use crate::config::{NetworkConfig, TopologyConfig};
+use crate::config::{NetworkConfig, SchedulerMode, TopologyConfig};
 use crate::network::{ClientId, Link, LinkProfiles, NodeId};
 use crate::report::TierTraffic;
 use crate::stop::StopSignal;
@@ -169,6 +172,21 @@ pub fn run<E>(
 ) -> Result<Result<FederationResult, FederationError>, E> {
     let (outcomes_tx, outcomes_rx) = flume::unbounded();
     let client_profiles = client_link_profiles(&plan.network);
+    let foresight = plan.groups.first().map(|g| Foresight {
+        seed: g.seed,
+        dropout: g.dropout,
+    });
+    // The server folds single clients' updates; aggregating schedulers send it partial
+    // aggregates, whose samples depend on their edge rounds, so it holds those (one each).
+    let server_foresight = foresight.filter(|_| {
+        !matches!(
+            plan.topology,
+            TopologyConfig::Hierarchical {
+                mode: SchedulerMode::Aggregate,
+                ..
+            }
+        )
+    });
     let mut meter = TrafficMeter::default();
     let mut children = Vec::new();
     thread::scope(|scope| {
@@ -211,6 +229,7 @@ pub fn run<E>(
                             .cloned()
                             .unwrap_or_default(),
                         on_client_failure: plan.server.on_client_failure,
+                        foresight,
                     };
                     let (upper_half, lower_half) = scheduler::scheduler(setup, parent, child);
                     tiers.push(spawn(
@@ -229,7 +248,12 @@ pub fn run<E>(
             let body = ClientGroup::new(group, trainer.clone(), group_end);
             tiers.push(spawn(scope, group_node.to_string(), move || body.run()));
         }
-        let server = Server::new(plan.server, children, meter, outcomes_tx, plan.stop);
+        let links = ServerLinks {
+            children,
+            traffic: meter,
+            outcomes: outcomes_tx,
+        };
+        let server = Server::new(plan.server, links, server_foresight, plan.stop);
         let (_, server) = spawn(scope, "server".to_string(), move || server.run());
         let mut observer_error = None;
         for outcome in outcomes_rx.iter() {

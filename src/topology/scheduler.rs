@@ -10,14 +10,18 @@
 //! sample-weighted mean of the models, plus the strategy's extra tensors), and sends the last
 //! one up as a partial aggregate, weighted by its total sample count.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::{FailurePolicy, SchedulerMode};
-use crate::network::{ClientId, Envelope, LinkEnd, LinkProfile, Message, NodeId, Tensors, Update};
+use crate::network::{
+    ClientId, ClientInfo, Envelope, LinkEnd, LinkProfile, Message, NodeId, Tensors, UPWARD_BACKLOG,
+    Update,
+};
 use crate::strategy::{self, EdgeAggregation};
 
 use super::FederationError;
-use super::collector::{Failure, RoundCollector, RoundOutcome};
+use super::collector::{Failure, Foresight, RoundCollector, RoundOutcome};
 
 /// How a scheduler behaves.
 #[derive(Debug, Clone)]
@@ -40,6 +44,9 @@ pub struct SchedulerSetup {
     /// What a client's failure does to the run; an aggregating scheduler stops its edge
     /// rounds at the first failure under the abort policy.
     pub on_client_failure: FailurePolicy,
+    /// The dropout draws, to fold the group's updates as they arrive in edge rounds where
+    /// nothing else can leave one out.
+    pub foresight: Option<Foresight>,
 }
 
 /// Builds a scheduler's two connectors around its links to the server (`parent`) and to its
@@ -50,7 +57,7 @@ pub fn scheduler(
     child: LinkEnd,
 ) -> (ServerConnector, ClientConnector) {
     let (down_tx, down_rx) = flume::unbounded();
-    let (up_tx, up_rx) = flume::unbounded();
+    let (up_tx, up_rx) = flume::bounded(UPWARD_BACKLOG);
     let node = NodeId::Scheduler(setup.index);
     (
         ServerConnector {
@@ -65,6 +72,7 @@ pub fn scheduler(
             child,
             down: down_rx,
             up: up_tx,
+            group: HashMap::new(),
         },
     )
 }
@@ -163,6 +171,8 @@ pub struct ClientConnector {
     child: LinkEnd,
     down: flume::Receiver<Envelope>,
     up: flume::Sender<Envelope>,
+    /// The group's clients with the samples each announced at set-up.
+    group: HashMap<ClientId, usize>,
 }
 
 enum ClientSide {
@@ -173,8 +183,11 @@ enum ClientSide {
 impl ClientConnector {
     /// Passes the group's `SetUp` up, serves rounds until `Exit`, then stops the group and
     /// acknowledges.
-    pub fn run(self) -> Result<(), FederationError> {
+    pub fn run(mut self) -> Result<(), FederationError> {
         let set_up = self.child.recv().map_err(|_| self.group_lost())?;
+        if let Message::SetUp { clients } = &set_up.message {
+            self.group = clients.iter().map(|c| (c.id, c.num_samples)).collect();
+        }
         self.queue_up(set_up.message, set_up.at);
         loop {
             let event = flume::Selector::new()
@@ -267,6 +280,11 @@ impl ClientConnector {
                 unreachable!("validation rejects edge aggregation here: {reason}")
             }
         };
+        let edge_sums = || strategy::edge_sums(sums);
+        let foresight = self
+            .setup
+            .foresight
+            .filter(|_| cutoff.is_none() && self.setup.on_client_failure == FailurePolicy::Abort);
         let mut now = arrived;
         let mut taking_part = clients.to_vec();
         let mut failures = Vec::new();
@@ -284,16 +302,30 @@ impl ClientConnector {
             for &client in &taking_part {
                 self.send_down(&down, edge_round, client, now)?;
             }
-            let collector = RoundCollector::new(self.node, round, &taking_part, now, cutoff);
+            let mut collector = RoundCollector::new(self.node, round, &taking_part, now, cutoff);
+            if let Some(foresight) = foresight {
+                let sent: Vec<ClientInfo> = taking_part
+                    .iter()
+                    .map(|&id| ClientInfo {
+                        id,
+                        num_samples: self.group[&id],
+                    })
+                    .collect();
+                let contributors = foresight.contributors(round, edge_round, &sent);
+                collector = collector.folding(edge_sums(), contributors);
+            }
             let Some(mut outcome) = collector.collect(|| self.next_from_group())? else {
                 return Ok(false);
             };
             now = outcome.finished;
-            if !outcome.updates.is_empty() {
-                let combined = strategy::combine(round, &outcome.updates, sums);
+            let updates = std::mem::take(&mut outcome.updates);
+            // The partial aggregate stands for the last edge round's clients only.
+            partial = (!updates.is_empty()).then(|| {
+                let folded = updates.into_folded(edge_sums());
+                let combined = strategy::partial_aggregate(round, folded, sums);
                 down.model = combined.params.as_slice().into();
-                partial = Some(combined);
-            }
+                combined
+            });
             taking_part.retain(|c| outcome.failures.iter().all(|f| f.client != *c));
             failures.append(&mut outcome.failures);
             last = outcome;
@@ -301,8 +333,6 @@ impl ClientConnector {
                 break;
             }
         }
-        // The partial aggregate stands for the last edge round's clients only.
-        let partial = partial.filter(|_| !last.updates.is_empty());
         self.report_up(round, last, failures, partial, now);
         Ok(true)
     }

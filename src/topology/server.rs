@@ -11,16 +11,16 @@ use crate::backend::BackendKind;
 use crate::config::{EvalConfig, FailurePolicy};
 use crate::data::Dataset;
 use crate::model::ModelKind;
-use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors, Update};
+use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
 use crate::report::ClientAccuracy;
 use crate::report::RoundRecord;
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
-use crate::strategy::{Round, Strategy};
+use crate::strategy::{Aggregate, Collected, Reads, Round, Strategy};
 use crate::train::{Evaluation, client_accuracies, evaluate};
 use crate::trainer::ClientStates;
 
-use super::collector::{RoundCollector, RoundOutcome};
+use super::collector::{Foresight, Gathered, RoundCollector, RoundOutcome};
 use super::{FederationError, TrafficMeter};
 
 /// What the server needs besides its links.
@@ -163,6 +163,8 @@ pub struct Server {
     children: Vec<Child>,
     traffic: TrafficMeter,
     outcomes: flume::Sender<RoundEnd>,
+    /// What tells which updates will count, where the children send single clients' updates.
+    foresight: Option<Foresight>,
     stop: StopSignal,
     /// The simulated clock: seconds since the run started.
     now: f64,
@@ -178,25 +180,54 @@ struct Roster {
     child_of: HashMap<ClientId, usize>,
 }
 
+impl Roster {
+    /// `client` with its sample count.
+    fn info(&self, client: ClientId) -> ClientInfo {
+        let index = self
+            .clients
+            .binary_search_by_key(&client, |c| c.id)
+            .expect("sampled clients are on the roster");
+        self.clients[index]
+    }
+}
+
+/// What connects the server to the rest of the run.
+pub struct ServerLinks {
+    /// Its children.
+    pub children: Vec<Child>,
+    /// The traffic of every link in the tree.
+    pub traffic: TrafficMeter,
+    /// Where each finished round goes.
+    pub outcomes: flume::Sender<RoundEnd>,
+}
+
 impl Server {
-    /// A server over `children` that reports each round, with the traffic that `traffic`
-    /// measures, on `outcomes`, and stops early when `stop` is requested.
+    /// A server over `links` that stops early when `stop` is requested. With `foresight`, it
+    /// folds updates as they arrive in the rounds where that tells which will count (see
+    /// [`Foresight`]); without, it holds them until the round is collected.
     pub fn new(
         setup: ServerSetup,
-        children: Vec<Child>,
-        traffic: TrafficMeter,
-        outcomes: flume::Sender<RoundEnd>,
+        links: ServerLinks,
+        foresight: Option<Foresight>,
         stop: StopSignal,
     ) -> Self {
         let now = setup.start.sim_time_s;
         Self {
             setup,
-            children,
-            traffic,
-            outcomes,
+            children: links.children,
+            traffic: links.traffic,
+            outcomes: links.outcomes,
+            foresight,
             stop,
             now,
         }
+    }
+
+    /// What tells in advance which of this round's updates will count: the dropout draws,
+    /// unless a deadline can cut an update off or a failure can be dropped.
+    fn foresight(&self, deadline: Option<f64>) -> Option<Foresight> {
+        let certain = deadline.is_none() && self.setup.on_client_failure == FailurePolicy::Abort;
+        self.foresight.filter(|_| certain)
     }
 
     /// Runs every round, then shuts the tree down; returns the final global model.
@@ -278,8 +309,9 @@ impl Server {
         );
         let extras = self.setup.strategy.downlink();
         self.send_downlinks(round, &sampled, roster, (&global, &extras), deadline)?;
-        let collected = self.collect(round, &sampled, deadline)?;
+        let collected = self.collect(round, &sampled, roster, deadline)?;
         self.now = collected.finished;
+        let train_loss = collected.updates.train_loss();
         let (global, metrics): (Arc<[f32]>, _) = if collected.updates.is_empty() {
             (global, Default::default())
         } else {
@@ -288,10 +320,7 @@ impl Server {
                 roster: &roster.clients,
                 sampled: &sampled,
             };
-            let aggregate = self
-                .setup
-                .strategy
-                .aggregate(&context, &global, &collected.updates);
+            let aggregate = self.aggregate(&context, &global, collected.updates);
             (aggregate.model.into(), aggregate.metrics)
         };
         let evaluator = self
@@ -305,8 +334,7 @@ impl Server {
             round,
             clients: sampled,
             dropped: collected.dropped,
-            train_loss: (!collected.updates.is_empty())
-                .then(|| Update::mean_loss(&collected.updates)),
+            train_loss,
             test_accuracy: evaluation.as_ref().map(|e| e.accuracy),
             test_loss: evaluation.as_ref().map(|e| e.loss),
             test_class_accuracy: evaluation.map(|e| e.class_accuracy).unwrap_or_default(),
@@ -361,17 +389,42 @@ impl Server {
         Ok(())
     }
 
-    /// Collects the round's answers until every sampled client is accounted for. Under the
-    /// abort policy a failure then ends the run: the round is waited out first, so that when
-    /// several clients fail the one reported (the lowest id) does not depend on which failed
-    /// first in real time. Under the drop policy failed clients are dropped.
+    /// The strategy's aggregate of the round's updates, read as it asks.
+    fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: Gathered) -> Aggregate {
+        let strategy = &mut self.setup.strategy;
+        match (strategy.reads(), updates) {
+            (Reads::Sums(sums), updates) => {
+                strategy.aggregate(round, global, updates.into_folded(sums).into())
+            }
+            (Reads::Updates, Gathered::Held(updates)) => {
+                strategy.aggregate(round, global, Collected::Updates(&updates))
+            }
+            (Reads::Updates, Gathered::Folded(_)) => {
+                unreachable!("the server folds only for strategies that read sums")
+            }
+        }
+    }
+
+    /// Collects the round's answers until every sampled client is accounted for, folding the
+    /// updates as they come where the strategy reads sums and the updates that will count are
+    /// known in advance. Under the abort policy a failure then ends the run: the round is
+    /// waited out first, so that when several clients fail the one reported (the lowest id)
+    /// does not depend on which failed first in real time. Under the drop policy failed
+    /// clients are dropped.
     fn collect(
         &mut self,
         round: u32,
         sampled: &[ClientId],
+        roster: &Roster,
         deadline: Option<f64>,
     ) -> Result<RoundOutcome, FederationError> {
-        let collector = RoundCollector::new(NodeId::Server, round, sampled, self.now, deadline);
+        let mut collector = RoundCollector::new(NodeId::Server, round, sampled, self.now, deadline);
+        if let (Some(foresight), Reads::Sums(sums)) =
+            (self.foresight(deadline), self.setup.strategy.reads())
+        {
+            let sent: Vec<ClientInfo> = sampled.iter().map(|&c| roster.info(c)).collect();
+            collector = collector.folding(sums, foresight.contributors(round, 0, &sent));
+        }
         let mut outcome = collector
             .collect(|| self.recv_any().map(|(_, envelope)| Some(envelope)))?
             .expect("the server's own collection is never stopped");

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{ClientFailure, ClientTrainer, InjectedFaults, Job, answer, pool};
+use super::{ClientTrainer, Done, InjectedFaults, Job, JobQueue, answer};
 use crate::network::{ClientId, Update};
 
 /// Clients that "train" by sending back the model they were sent, at once. The message-path
@@ -10,7 +10,7 @@ use crate::network::{ClientId, Update};
 /// it in milliseconds. Faults are injected as in the real trainer, and answers come from a
 /// small thread pool, so they reach the groups in varying order, as real clients' do.
 pub struct EchoTrainer {
-    pool: rayon::ThreadPool,
+    queue: JobQueue,
     shared: Arc<Shared>,
 }
 
@@ -42,14 +42,14 @@ impl EchoTrainer {
         faults: InjectedFaults,
         threads: usize,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
-        let pool = pool(threads, "echo")?;
+        let queue = JobQueue::new(threads, "echo")?;
         let shared = Shared {
             num_samples,
             faults,
             answers: Mutex::new(Vec::new()),
         };
         Ok(Self {
-            pool,
+            queue,
             shared: Arc::new(shared),
         })
     }
@@ -65,9 +65,9 @@ impl EchoTrainer {
 }
 
 impl ClientTrainer for EchoTrainer {
-    fn spawn(&self, job: Job, done: flume::Sender<Result<Update, ClientFailure>>) {
+    fn spawn(&self, job: Job, done: Done) {
         let shared = self.shared.clone();
-        self.pool.spawn(move || {
+        self.queue.push(job, done, move |job, done| {
             let (round, edge_round, client) = (job.round, job.edge_round, job.client);
             let result = answer(round, client, || {
                 shared.faults.strike(round, client)?;

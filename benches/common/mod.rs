@@ -1,0 +1,144 @@
+//! What the benchmarks share: the embedded MNIST data set, a trainer over clients of
+//! consecutive samples, a round of them, and the plan of a tree. Each benchmark uses a part.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use fedsim::backend::BackendKind;
+use fedsim::config::{ClientConfig, FailurePolicy, NetworkConfig, TopologyConfig, WorkPlan};
+use fedsim::data::partition::Partition;
+use fedsim::data::{Dataset, Normalization, TrainTest, mnist};
+use fedsim::model::flat::{Layout, initial_params};
+use fedsim::model::{ModelKind, Net};
+use fedsim::seed::{Purpose, stream};
+use fedsim::stop::StopSignal;
+use fedsim::strategy::{FedAvg, PlainClient, StrategyConfig};
+use fedsim::topology::{self, GroupSetup, Plan, ServerSetup, Start};
+use fedsim::trainer::{ClientStates, ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
+
+/// Samples each benchmark client holds: one epoch is 19 steps of batch 32.
+pub const SAMPLES_PER_CLIENT: usize = 600;
+/// Clients in a benchmark round.
+pub const CLIENTS_PER_ROUND: usize = 8;
+
+/// The embedded MNIST data set.
+pub fn mnist() -> TrainTest {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/mnist");
+    mnist::load(&dir, Normalization::Unit).expect("embedded MNIST loads")
+}
+
+/// A trainer over `clients` clients of `samples` consecutive samples each, training one epoch
+/// of batch 32 at learning rate 0.05.
+pub fn trainer(
+    data: &Arc<Dataset>,
+    model: ModelKind,
+    backend: BackendKind,
+    workers: usize,
+    (count, samples): (usize, usize),
+) -> Trainer {
+    let clients = (0..count)
+        .map(|c| (c * samples..(c + 1) * samples).collect())
+        .collect();
+    let setup = TrainerSetup {
+        seed: 0,
+        data: data.clone(),
+        partition: Arc::new(Partition { clients }),
+        model,
+        client: ClientConfig {
+            epochs: 1,
+            batch_size: 32,
+            lr: 0.05,
+            momentum: 0.0,
+            weight_decay: 0.0,
+            work: Default::default(),
+        },
+        algorithm: Arc::new(PlainClient),
+        states: Arc::new(ClientStates::new(count)),
+        byzantine: None,
+        backend,
+        faults: InjectedFaults::default(),
+        stop: StopSignal::new(),
+    };
+    Trainer::new(setup, workers).expect("the pool starts")
+}
+
+/// The seeded initial model of `model` for `data`.
+pub fn initial_model(data: &Dataset, model: ModelKind) -> Arc<[f32]> {
+    let net = Net::new(
+        model,
+        data.sample_shape(),
+        data.num_classes(),
+        &BackendKind::Flex.device(),
+    );
+    initial_params(&Layout::of(&net), &mut stream(0, Purpose::MODEL_INIT, 0, 0)).into()
+}
+
+/// Trains clients `0..clients` for `steps` steps each on `trainer` and waits for all of them.
+pub fn train_round(trainer: &Trainer, model: &Arc<[f32]>, clients: usize, steps: u32) {
+    let (done_tx, done_rx) = flume::unbounded();
+    for client in 0..clients {
+        let job = Job {
+            round: 1,
+            edge_round: 0,
+            client,
+            steps,
+            model: model.clone(),
+            extras: Default::default(),
+        };
+        trainer.spawn(job, done_tx.clone());
+    }
+    for _ in 0..clients {
+        done_rx.recv().unwrap().expect("training succeeds");
+    }
+}
+
+/// Steps of one epoch over a benchmark client's 600 samples.
+pub const EPOCH_STEPS: u32 = SAMPLES_PER_CLIENT.div_ceil(32) as u32;
+
+/// The plan of a tree of `num_samples.len()` clients (each holding that many samples) over
+/// `topology`, sampling `per_round` of them for `rounds` rounds of FedAvg from `model`, with
+/// one epoch of batch 32, no evaluation and instant links.
+pub fn plan(
+    topology: TopologyConfig,
+    num_samples: &[usize],
+    (per_round, rounds): (usize, u32),
+    model: Vec<f32>,
+) -> Plan {
+    let clients = num_samples.len();
+    let groups = GroupSetup::for_parts(
+        topology.groups(clients),
+        num_samples,
+        0,
+        0.0,
+        WorkPlan::fixed(1, 32),
+        Arc::new(vec![f64::INFINITY; clients]),
+    );
+    Plan {
+        server: ServerSetup {
+            seed: 0,
+            rounds,
+            clients_per_round: per_round,
+            deadline_s: None,
+            on_client_failure: FailurePolicy::Abort,
+            start: Start::default(),
+            initial_model: model,
+            strategy: Box::new(FedAvg),
+            client_states: Arc::new(ClientStates::new(clients)),
+            evaluator: None,
+        },
+        topology,
+        network: NetworkConfig::default(),
+        groups,
+        scheduler_panics: HashMap::new(),
+        edge_aggregation: StrategyConfig::default().edge_aggregation(),
+        stop: StopSignal::new(),
+    }
+}
+
+/// Runs `plan` over `trainer` to its end.
+pub fn run(plan: Plan, trainer: Arc<dyn ClientTrainer>) {
+    let result = topology::run(plan, trainer, |_| Ok::<_, ()>(()));
+    result.unwrap().expect("the federation runs");
+}
