@@ -67,7 +67,10 @@ fn main() {
         for value in setting.overrides {
             command.args(["--set", value]);
         }
-        let status = command.status().expect("fedsim starts");
+        let status = command
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("fedsim starts");
         assert!(status.success(), "{} failed: {status}", setting.name);
         let summary: serde_json::Value = serde_json::from_slice(
             &std::fs::read(out.join("summary.json")).expect("the run wrote its summary"),

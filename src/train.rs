@@ -292,8 +292,8 @@ pub fn client_accuracies(
     let correct: Vec<bool> = all
         .par_chunks(batch_size)
         .map_init(new_net, |net, chunk| {
-            let (images, labels) = batch(data, chunk, false, device);
-            let predicted = net.forward(images).argmax(1).squeeze_dim::<1>(1);
+            let (logits, labels) = logits(net, data, chunk, device);
+            let predicted = logits.argmax(1).squeeze_dim::<1>(1);
             let hits = predicted.equal(labels).into_data();
             hits.iter::<bool>().collect::<Vec<bool>>()
         })
@@ -333,10 +333,32 @@ struct Score {
     loss_sum: f64,
 }
 
+/// Samples per forward pass when evaluating: an evaluation batch (1,000 by default) goes
+/// through the model this many at a time and its logits are joined, so the activations of the
+/// whole batch (hundreds of MB for the CNN) are never held at once. Each sample's logits do
+/// not depend on what else is in its pass, so the scores equal those of one pass.
+const FORWARD_CHUNK: usize = 100;
+
+/// The logits of the samples at `indices`, [`FORWARD_CHUNK`] at a time, and their labels.
+fn logits(
+    net: &Net,
+    data: &Dataset,
+    indices: &[usize],
+    device: &Device,
+) -> (Tensor<2>, Tensor<1, Int>) {
+    let (parts, labels): (Vec<Tensor<2>>, Vec<Tensor<1, Int>>) = indices
+        .chunks(FORWARD_CHUNK)
+        .map(|chunk| {
+            let (images, labels) = batch(data, chunk, false, device);
+            (net.forward(images), labels)
+        })
+        .unzip();
+    (Tensor::cat(parts, 0), Tensor::cat(labels, 0))
+}
+
 /// Scores the model on the samples at `indices`.
 fn evaluate_batch(net: &Net, data: &Dataset, indices: &[usize], device: &Device) -> Score {
-    let (images, labels) = batch(data, indices, false, device);
-    let logits = net.forward(images);
+    let (logits, labels) = logits(net, data, indices, device);
     let loss = CrossEntropyLossConfig::new()
         .init(device)
         .forward(logits.clone(), labels.clone());
@@ -374,4 +396,37 @@ fn batch(
     let images = Tensor::from_data(TensorData::new(features, [indices.len(), c, h, w]), device);
     let labels = Tensor::from_data(TensorData::new(labels, [indices.len()]), device);
     (images, labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::BackendKind;
+    use crate::model::ModelKind;
+    use crate::model::flat::{Layout, initial_params};
+    use crate::seed::{Purpose, stream};
+
+    /// 250 synthetic 28x28 images of 10 classes.
+    fn images() -> Dataset {
+        let values = (0..250 * 784).map(|i| ((i * 37) % 251) as u8).collect();
+        let labels = (0..250).map(|i| (i % 10) as u8).collect();
+        Dataset::new(values, |v| f32::from(v) / 255.0, labels, [1, 28, 28], 10)
+    }
+
+    #[test]
+    fn logits_in_chunks_equal_those_of_one_pass_to_the_bit() {
+        let data = images();
+        let device = BackendKind::Flex.device();
+        let indices: Vec<usize> = (0..data.len()).rev().collect();
+        for kind in [ModelKind::Mlp, ModelKind::Cnn] {
+            let net = Net::new(kind, data.sample_shape(), data.num_classes(), &device);
+            let params =
+                initial_params(&Layout::of(&net), &mut stream(5, Purpose::MODEL_INIT, 0, 0));
+            let net = flat::load(net, &params);
+            let (chunked, _) = logits(&net, &data, &indices, &device);
+            let (images, _) = batch(&data, &indices, false, &device);
+            let whole = net.forward(images);
+            assert_eq!(chunked.into_data(), whole.into_data(), "{kind:?}");
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! file and what was found, because a truncated download is the most common way this breaks.
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use flate2::read::GzDecoder;
@@ -33,6 +33,9 @@ pub fn read_maybe_gzipped(path: &Path) -> Result<Vec<u8>, DataError> {
     })?;
     let mut bytes = Vec::new();
     let read = if path.extension().is_some_and(|ext| ext == "gz") {
+        // The gzip trailer's last four bytes give the uncompressed size (modulo 2^32): room
+        // for it up front spares a copy of the data at each doubling of the buffer.
+        bytes.reserve_exact(gzip_size_hint(&file).min(MAX_SIZE_HINT));
         GzDecoder::new(BufReader::new(file)).read_to_end(&mut bytes)
     } else {
         BufReader::new(file).read_to_end(&mut bytes)
@@ -44,16 +47,34 @@ pub fn read_maybe_gzipped(path: &Path) -> Result<Vec<u8>, DataError> {
     Ok(bytes)
 }
 
+/// The most a gzip trailer's size is trusted for when reserving memory.
+const MAX_SIZE_HINT: usize = 1 << 30;
+
+/// The uncompressed size a gzip file's trailer states, or 0 if it cannot be read; leaves the
+/// file positioned at its start.
+fn gzip_size_hint(mut file: &File) -> usize {
+    let mut trailer = [0u8; 4];
+    let size = file
+        .seek(SeekFrom::End(-4))
+        .and_then(|_| file.read_exact(&mut trailer))
+        .map_or(0, |()| u32::from_le_bytes(trailer) as usize);
+    match file.rewind() {
+        Ok(()) => size,
+        Err(_) => 0,
+    }
+}
+
 /// Parses an IDX file's (decompressed) bytes, naming `path` in any error.
-pub fn parse_idx_file(path: &Path, bytes: &[u8]) -> Result<IdxArray, DataError> {
+pub fn parse_idx_file(path: &Path, bytes: Vec<u8>) -> Result<IdxArray, DataError> {
     parse_idx(bytes).map_err(|reason| DataError::Corrupt {
         path: path.to_path_buf(),
         reason,
     })
 }
 
-/// Parses the bytes of an uncompressed IDX file; the error says what is wrong with them.
-pub fn parse_idx(bytes: &[u8]) -> Result<IdxArray, String> {
+/// Parses the bytes of an uncompressed IDX file, keeping them as the values (the header is
+/// removed in place, so the data is never held twice); the error says what is wrong with them.
+pub fn parse_idx(mut bytes: Vec<u8>) -> Result<IdxArray, String> {
     let Some(magic) = bytes.get(..4) else {
         return Err(format!(
             "is {} bytes long, too short for an IDX header",
@@ -101,10 +122,8 @@ pub fn parse_idx(bytes: &[u8]) -> Result<IdxArray, String> {
             "is {how}: dimensions {dims:?} need {expected} value bytes, found {found}"
         ));
     }
-    Ok(IdxArray {
-        dims,
-        data: bytes[header_len..].to_vec(),
-    })
+    bytes.drain(..header_len);
+    Ok(IdxArray { dims, data: bytes })
 }
 
 #[cfg(test)]
@@ -122,32 +141,32 @@ mod tests {
 
     #[test]
     fn parses_a_well_formed_array() {
-        let array = parse_idx(&idx_bytes(&[2, 3], &[1, 2, 3, 4, 5, 6])).unwrap();
+        let array = parse_idx(idx_bytes(&[2, 3], &[1, 2, 3, 4, 5, 6])).unwrap();
         assert_eq!(array.dims, vec![2, 3]);
         assert_eq!(array.data, vec![1, 2, 3, 4, 5, 6]);
     }
 
     #[test]
     fn rejects_missing_values() {
-        let err = parse_idx(&idx_bytes(&[2, 3], &[1, 2, 3])).unwrap_err();
+        let err = parse_idx(idx_bytes(&[2, 3], &[1, 2, 3])).unwrap_err();
         assert!(err.contains("truncated") && err.contains("need 6"), "{err}");
     }
 
     #[test]
     fn rejects_extra_values() {
-        let err = parse_idx(&idx_bytes(&[1], &[1, 2])).unwrap_err();
+        let err = parse_idx(idx_bytes(&[1], &[1, 2])).unwrap_err();
         assert!(err.contains("longer than declared"), "{err}");
     }
 
     #[test]
     fn rejects_a_header_cut_short() {
-        let err = parse_idx(&idx_bytes(&[2, 3], &[])[..7]).unwrap_err();
+        let err = parse_idx(idx_bytes(&[2, 3], &[])[..7].to_vec()).unwrap_err();
         assert!(err.contains("inside its header"), "{err}");
     }
 
     #[test]
     fn rejects_a_wrong_magic_number() {
-        let err = parse_idx(b"PK\x03\x04rest").unwrap_err();
+        let err = parse_idx(b"PK\x03\x04rest".to_vec()).unwrap_err();
         assert!(err.contains("magic number"), "{err}");
     }
 
@@ -155,7 +174,7 @@ mod tests {
     fn rejects_non_byte_elements() {
         let mut bytes = idx_bytes(&[1], &[0, 0, 0, 0]);
         bytes[2] = 0x0d; // float
-        let err = parse_idx(&bytes).unwrap_err();
+        let err = parse_idx(bytes).unwrap_err();
         assert!(err.contains("element type 0x0d"), "{err}");
     }
 }

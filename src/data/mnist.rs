@@ -103,7 +103,7 @@ impl Reader<'_> {
                 ),
             });
         }
-        let array = parse_idx_file(&path, &bytes)?;
+        let array = parse_idx_file(&path, bytes)?;
         self.files.push(DataFile {
             path: path.clone(),
             sha256: actual,

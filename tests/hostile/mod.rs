@@ -33,7 +33,7 @@ pub fn experiment_file(data: &[u8]) {
 
 /// An IDX file's (decompressed) bytes.
 pub fn idx(data: &[u8]) {
-    if let Ok(array) = parse_idx(data) {
+    if let Ok(array) = parse_idx(data.to_vec()) {
         assert_eq!(array.dims.iter().product::<usize>(), array.data.len());
     }
 }
