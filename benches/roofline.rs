@@ -42,31 +42,36 @@ fn main() {
     }
     let mnist = common::mnist();
     let (train, test) = (Arc::new(mnist.train), mnist.test);
-    println!();
-    println!("| model | work | workers | samples/s | GFLOP/s | fraction of the product rate |");
-    println!("| --- | --- | --- | --- | --- | --- |");
+    let mut rows = Vec::new();
     for model in [ModelKind::Mlp, ModelKind::Cnn] {
         let shape = (train.sample_shape(), train.num_classes());
         let training_flops = model.training_flops(shape.0, shape.1) as f64;
         let forward_flops = 2.0 * model.multiply_adds(shape.0, shape.1).iter().sum::<u64>() as f64;
-        for (workers, rate) in [1, 2].into_iter().zip(gemm) {
+        for workers in [1, 2] {
             let samples = training_throughput(&train, model, workers);
-            row(model, "training", workers, samples, training_flops, rate);
+            rows.push((model, "training", workers, samples * training_flops / 1e9));
         }
-        for (workers, rate) in [1, 2].into_iter().zip(gemm) {
+        for workers in [1, 2] {
             let samples = evaluation_throughput(&test, model, workers);
-            row(model, "evaluation", workers, samples, forward_flops, rate);
+            rows.push((model, "evaluation", workers, samples * forward_flops / 1e9));
         }
     }
-}
-
-fn row(model: ModelKind, work: &str, workers: usize, samples: f64, flops: f64, rate: f64) {
-    let gflops = samples * flops / 1e9;
+    // The machine is shared: the products run again at the end, and the better rate counts.
+    let gemm = [gemm[0].max(gemm_rate(1)), gemm[1].max(gemm_rate(2))];
     println!(
-        "| {} | {work} | {workers} | {samples:.0} | {gflops:.1} | {:.2} |",
-        model.name(),
-        gflops / rate
+        "  best of the runs before and after the models: {:.1} and {:.1} GFLOP/s",
+        gemm[0], gemm[1]
     );
+    println!();
+    println!("| model | work | workers | GFLOP/s | fraction of the product rate |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (model, work, workers, gflops) in rows {
+        let fraction = gflops / gemm[workers - 1];
+        println!(
+            "| {} | {work} | {workers} | {gflops:.1} | {fraction:.2} |",
+            model.name()
+        );
+    }
 }
 
 /// Runs `work` once to warm up, then repeatedly for about [`MEASURE`]; returns how many
@@ -120,7 +125,7 @@ fn gemm_rate(threads: usize) -> f64 {
     let rhs: Vec<f32> = (0..n * n).map(|i| (i % 5) as f32 * 0.5).collect();
     let mut outputs = vec![vec![0.0f32; n * n]; threads];
     let mut best = Duration::MAX;
-    for _ in 0..4 {
+    for _ in 0..8 {
         let start = Instant::now();
         std::thread::scope(|scope| {
             for dst in &mut outputs {

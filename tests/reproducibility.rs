@@ -169,6 +169,14 @@ fn two_runs_of_one_command_have_the_same_manifest() {
         manifest["environment"]["matmul_kernels"],
         fedsim::report::manifest::matmul_kernels()
     );
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("a/run/summary.json")).unwrap(),
+    )
+    .unwrap();
+    if cfg!(target_os = "linux") {
+        let peak = summary["peak_resident_bytes"].as_u64().unwrap();
+        assert!((10 << 20..4 << 30).contains(&peak), "{peak}");
+    }
     let digest = |name: &str| {
         use sha2::Digest;
         hex::encode(sha2::Sha256::digest(

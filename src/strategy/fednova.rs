@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::vector::combination;
-use super::{Aggregate, Collected, Reads, Round, Strategy};
+use super::{Aggregate, Collected, Round, Strategy};
 
 /// FedNova's parameters: none beyond the local ones (`client.momentum` sets `ρ`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -50,10 +50,6 @@ impl FedNova {
 }
 
 impl Strategy for FedNova {
-    fn reads(&self) -> Reads {
-        Reads::Updates
-    }
-
     fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
         let updates = input.updates();
         let total: f64 = updates.iter().map(|u| u.num_samples as f64).sum();

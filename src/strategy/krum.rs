@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::vector::{squared_distance, weighted_sum};
-use super::{Aggregate, Collected, Reads, Round, Strategy};
+use super::{Aggregate, Collected, Round, Strategy};
 use crate::network::Update;
 
 /// Krum's parameters.
@@ -110,10 +110,6 @@ impl Krum {
 }
 
 impl Strategy for Krum {
-    fn reads(&self) -> Reads {
-        Reads::Updates
-    }
-
     fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
         let updates = input.updates();
         let (n, f) = (updates.len(), self.params.byzantine);

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::vector::coordinatewise;
-use super::{Aggregate, Collected, Reads, Round, Strategy};
+use super::{Aggregate, Collected, Round, Strategy};
 
 /// The median's parameters: none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -22,10 +22,6 @@ pub struct Params {}
 pub struct Median;
 
 impl Strategy for Median {
-    fn reads(&self) -> Reads {
-        Reads::Updates
-    }
-
     fn aggregate(
         &mut self,
         _round: &Round<'_>,

@@ -147,8 +147,11 @@ pub trait Strategy: Send {
         Tensors::new()
     }
 
-    /// What [`Strategy::aggregate`] reads of the updates.
-    fn reads(&self) -> Reads;
+    /// What [`Strategy::aggregate`] reads of the updates: every update whole unless the
+    /// strategy says it needs only sums.
+    fn reads(&self) -> Reads {
+        Reads::Updates
+    }
 
     /// The next global model from the current one and this round's updates (at least one),
     /// read as [`Strategy::reads`] asks, with the round's metrics.

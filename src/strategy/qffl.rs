@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::config::{non_negative, positive};
 use super::vector::{combination, squared_distance};
-use super::{Aggregate, ClientAlgorithm, ClientView, Collected, Reads, Round, Strategy, Trained};
+use super::{Aggregate, ClientAlgorithm, ClientView, Collected, Round, Strategy, Trained};
 use crate::network::Tensors;
 
 /// The uplink tensor holding a client's loss at the global model, `F_k(w)`.
@@ -89,10 +89,6 @@ impl QFedAvg {
 }
 
 impl Strategy for QFedAvg {
-    fn reads(&self) -> Reads {
-        Reads::Updates
-    }
-
     fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
         let updates = input.updates();
         let (q, l) = (self.q, self.lipschitz);

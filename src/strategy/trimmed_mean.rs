@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::config::fraction_below;
 use super::vector::coordinatewise;
-use super::{Aggregate, Collected, Reads, Round, Strategy};
+use super::{Aggregate, Collected, Round, Strategy};
 
 /// The trimmed mean's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -54,10 +54,6 @@ impl TrimmedMean {
 }
 
 impl Strategy for TrimmedMean {
-    fn reads(&self) -> Reads {
-        Reads::Updates
-    }
-
     fn aggregate(
         &mut self,
         _round: &Round<'_>,
