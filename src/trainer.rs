@@ -98,12 +98,16 @@ pub trait ClientTrainer: Send + Sync {
 /// Where a job's result goes.
 pub type Done = flume::Sender<Result<Update, ClientFailure>>;
 
+/// What a worker does with a job: train the client (or fail), on the worker's thread.
+type Work = dyn Fn(Job) -> Result<Update, ClientFailure> + Send + Sync;
+
 /// Jobs waiting for a worker of a pool, taken lowest (round, edge round, client) first,
 /// whichever group queued them: results then arrive nearly in the client-id order in which
 /// the server folds them, so few wait their turn in its reorder buffer.
 pub(crate) struct JobQueue {
     pool: rayon::ThreadPool,
     waiting: Arc<Mutex<BinaryHeap<Reverse<Queued>>>>,
+    work: Arc<Work>,
 }
 
 struct Queued {
@@ -138,10 +142,11 @@ impl Ord for Queued {
 }
 
 impl JobQueue {
-    /// A queue served by `threads` threads named `fedsim-<role>-<index>`.
+    /// A queue whose `threads` threads, named `fedsim-<role>-<index>`, do `work` on each job.
     pub(crate) fn new(
         threads: usize,
         role: &'static str,
+        work: Arc<Work>,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -150,13 +155,15 @@ impl JobQueue {
         Ok(Self {
             pool,
             waiting: Arc::default(),
+            work,
         })
     }
 
-    /// Queues `job`; a worker runs `work` on the lowest queued job when one is free. The pool
-    /// gets one task per job, and each task takes whichever job is lowest at the time.
-    pub(crate) fn push(&self, job: Job, done: Done, work: impl FnOnce(Job, Done) + Send + 'static) {
-        let waiting = self.waiting.clone();
+    /// Queues `job`; when a worker is free it works on the lowest queued job and sends the
+    /// result to that job's `done`. The pool gets one task per job, and each task takes
+    /// whichever job is lowest at the time.
+    pub(crate) fn push(&self, job: Job, done: Done) {
+        let (waiting, work) = (self.waiting.clone(), self.work.clone());
         waiting
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -168,7 +175,9 @@ impl JobQueue {
                 .pop()
                 .expect("every task has a job queued");
             let Reverse(Queued { job, done }) = lowest;
-            work(job, done);
+            // The receiver is gone only when the group is shutting down after a failure;
+            // this result is then no longer wanted.
+            let _ = done.send(work(job));
         });
     }
 }
@@ -176,7 +185,6 @@ impl JobQueue {
 /// A pool of workers that train clients.
 pub struct Trainer {
     queue: JobQueue,
-    shared: Arc<Shared>,
 }
 
 struct Shared {
@@ -192,23 +200,20 @@ impl Trainer {
         setup: TrainerSetup,
         num_parallels: usize,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
-        let queue = JobQueue::new(num_parallels, "worker")?;
         let workers = (0..num_parallels).map(|_| Mutex::new(None)).collect();
-        Ok(Self {
-            queue,
-            shared: Arc::new(Shared { setup, workers }),
-        })
+        let shared = Shared { setup, workers };
+        let queue = JobQueue::new(
+            num_parallels,
+            "worker",
+            Arc::new(move |job| shared.train(job)),
+        )?;
+        Ok(Self { queue })
     }
 }
 
 impl ClientTrainer for Trainer {
     fn spawn(&self, job: Job, done: Done) {
-        let shared = self.shared.clone();
-        self.queue.push(job, done, move |job, done| {
-            // The receiver is gone only when the group is shutting down after a failure;
-            // this result is then no longer wanted.
-            let _ = done.send(shared.train(job));
-        });
+        self.queue.push(job, done);
     }
 }
 

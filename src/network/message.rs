@@ -61,18 +61,6 @@ pub struct Update {
     pub extras: Tensors,
 }
 
-impl Update {
-    /// The sample-weighted mean training loss of `updates` (0 when there are none).
-    pub fn mean_loss(updates: &[Update]) -> f64 {
-        let samples: usize = updates.iter().map(|u| u.num_samples).sum();
-        let loss_sum: f64 = updates
-            .iter()
-            .map(|u| u.train_loss * u.num_samples as f64)
-            .sum();
-        loss_sum / samples.max(1) as f64
-    }
-}
-
 /// Why a sampled client's work is missing from a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

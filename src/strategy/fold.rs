@@ -67,11 +67,11 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// The totals of `updates`.
-    pub fn of(updates: &[Update]) -> Self {
+    /// The totals of updates with these sample counts.
+    pub fn of(samples: impl ExactSizeIterator<Item = usize>) -> Self {
         Self {
-            samples: updates.iter().map(|u| u.num_samples).sum(),
-            updates: updates.len(),
+            updates: samples.len(),
+            samples: samples.sum(),
         }
     }
 
@@ -110,13 +110,13 @@ pub struct Folded {
 }
 
 impl Folded {
-    /// The sample-weighted mean training loss, as [`Update::mean_loss`] computes it.
+    /// The sample-weighted mean training loss of the folded updates (0 when there are none).
     pub fn train_loss(&self) -> f64 {
         self.loss_sum / self.num_samples.max(1) as f64
     }
 
-    /// One update standing for all those folded, with `params` and `extras` as its tensors
-    /// (a scheduler's partial aggregate), as [`Update::combined`] builds it.
+    /// One update standing for all those folded, with `params` and `extras` as its tensors:
+    /// a scheduler's partial aggregate.
     pub fn into_update(self, round: u32, params: Vec<f32>, extras: Tensors) -> Update {
         Update {
             round,
@@ -149,7 +149,7 @@ impl Fold {
 
     /// Folds the sums of `updates` (sorted by client id) at once.
     pub fn all(sums: Vec<Sum>, updates: &[Update]) -> Folded {
-        let mut fold = Self::new(sums, Totals::of(updates));
+        let mut fold = Self::new(sums, Totals::of(updates.iter().map(|u| u.num_samples)));
         for update in updates {
             fold.add(update);
         }
@@ -186,7 +186,7 @@ impl Fold {
 mod tests {
     use super::super::testing::update;
     use super::super::vector::CHUNK;
-    use super::super::vector::reference::{Weight, mean_params, sum_extra};
+    use super::super::vector::reference::{Weight, mean_loss, mean_params, sum_extra};
     use super::*;
 
     fn updates() -> Vec<Update> {
@@ -212,7 +212,7 @@ mod tests {
         );
         assert_eq!(folded.sums[0], mean_params(&updates, Weight::Samples));
         assert_eq!(folded.sums[1], sum_extra(&updates, "delta"));
-        assert_eq!(folded.train_loss(), Update::mean_loss(&updates));
+        assert_eq!(folded.train_loss(), mean_loss(&updates));
         assert_eq!(folded.clients, (0..7).collect::<Vec<_>>());
         assert_eq!(folded.updates, 7);
     }

@@ -135,6 +135,16 @@ pub(crate) mod reference {
             .collect();
         weighted_sum(&terms)
     }
+
+    /// The sample-weighted mean training loss of `updates` (0 when there are none).
+    pub fn mean_loss(updates: &[Update]) -> f64 {
+        let samples: usize = updates.iter().map(|u| u.num_samples).sum();
+        let loss_sum: f64 = updates
+            .iter()
+            .map(|u| u.train_loss * u.num_samples as f64)
+            .sum();
+        loss_sum / samples.max(1) as f64
+    }
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ impl Gathered {
     pub fn train_loss(&self) -> Option<f64> {
         match self {
             _ if self.is_empty() => None,
-            Gathered::Held(updates) => Some(Update::mean_loss(updates)),
+            Gathered::Held(updates) => Some(Fold::all(Vec::new(), updates).train_loss()),
             Gathered::Folded(folded) => Some(folded.train_loss()),
         }
     }
@@ -243,10 +243,7 @@ impl RoundCollector {
     /// updates will count, as [`Foresight`] tells; the round must have no cutoff.
     pub fn folding(mut self, sums: Vec<Sum>, contributors: Vec<ClientInfo>) -> Self {
         assert!(self.cutoff.is_none(), "a cutoff can leave out an update");
-        let totals = Totals {
-            samples: contributors.iter().map(|c| c.num_samples).sum(),
-            updates: contributors.len(),
-        };
+        let totals = Totals::of(contributors.iter().map(|c| c.num_samples));
         self.folding = Some(ReorderBuffer {
             fold: Fold::new(sums, totals),
             expected: contributors.iter().map(|c| c.id).collect(),

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{ClientTrainer, Done, InjectedFaults, Job, JobQueue, answer};
+use super::{ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, answer};
 use crate::network::{ClientId, Update};
 
 /// Clients that "train" by sending back the model they were sent, at once. The message-path
@@ -42,16 +42,14 @@ impl EchoTrainer {
         faults: InjectedFaults,
         threads: usize,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
-        let queue = JobQueue::new(threads, "echo")?;
-        let shared = Shared {
+        let shared = Arc::new(Shared {
             num_samples,
             faults,
             answers: Mutex::new(Vec::new()),
-        };
-        Ok(Self {
-            queue,
-            shared: Arc::new(shared),
-        })
+        });
+        let answering = shared.clone();
+        let queue = JobQueue::new(threads, "echo", Arc::new(move |job| answering.answer(job)))?;
+        Ok(Self { queue, shared })
     }
 
     /// Every job answered so far, in the order they were answered.
@@ -66,32 +64,35 @@ impl EchoTrainer {
 
 impl ClientTrainer for EchoTrainer {
     fn spawn(&self, job: Job, done: Done) {
-        let shared = self.shared.clone();
-        self.queue.push(job, done, move |job, done| {
-            let (round, edge_round, client) = (job.round, job.edge_round, job.client);
-            let result = answer(round, client, || {
-                shared.faults.strike(round, client)?;
-                Ok(Update {
-                    round,
-                    clients: vec![client],
-                    num_samples: shared.num_samples[client],
-                    train_loss: 0.0,
-                    steps: 1,
-                    params: job.model.to_vec(),
-                    extras: Default::default(),
-                })
-            });
-            shared
-                .answers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(Answer {
-                    round,
-                    edge_round,
-                    client,
-                    updated: result.is_ok(),
-                });
-            let _ = done.send(result);
+        self.queue.push(job, done);
+    }
+}
+
+impl Shared {
+    /// Answers `job` with the model it brought, or with its injected fault, and notes it.
+    fn answer(&self, job: Job) -> Result<Update, ClientFailure> {
+        let (round, edge_round, client) = (job.round, job.edge_round, job.client);
+        let result = answer(round, client, || {
+            self.faults.strike(round, client)?;
+            Ok(Update {
+                round,
+                clients: vec![client],
+                num_samples: self.num_samples[client],
+                train_loss: 0.0,
+                steps: 1,
+                params: job.model.to_vec(),
+                extras: Default::default(),
+            })
         });
+        self.answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Answer {
+                round,
+                edge_round,
+                client,
+                updated: result.is_ok(),
+            });
+        result
     }
 }
