@@ -1,9 +1,12 @@
-//! How near this machine's limit local training and evaluation run on flex: the rate of the
-//! matrix-product library that burn-flex uses (`gemm`, with the kernels it picks for this CPU)
-//! on 2048x2048 f32 matrices, then each model's training and evaluation throughput in FLOP/s
-//! (from its layers' multiply-adds, [`ModelKind::training_flops`]) as a fraction of that rate,
+//! How near this machine's limit local training and evaluation run on flex: each model's
+//! training and evaluation throughput in FLOP/s (from its layers' multiply-adds,
+//! [`ModelKind::training_flops`]) as a fraction of the rate of the matrix-product library that
+//! burn-flex uses (`gemm`, with the kernels it picks for this CPU) on 2048x2048 f32 matrices,
 //! on 1 and on 2 workers. Two workers are compared with two single-threaded products running
-//! at once, as two workers each train one client single-threaded.
+//! at once, as two workers each train one client single-threaded. Each fraction is the median
+//! of five alternating measurements of the throughput and of the product rate, so that the
+//! shared machine's drifts, which move both, cancel. The product rates at the MLP's own two
+//! largest shapes are printed too, as what the library itself reaches at a batch's sizes.
 //!
 //! `cargo bench --bench roofline` prints one table; everything in it is measured in the same
 //! run. Training is rounds of 8 clients of 600 samples (batch 32, one epoch); evaluation is
@@ -28,50 +31,84 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Side of the square matrices whose product measures the machine's rate.
 const GEMM_SIDE: usize = 2048;
+/// The MLP's two largest products in training, as `[m, k, n]` for `[m, k] · [k, n]`: a batch of
+/// 32 through its first layer, and that layer's weight gradient (an inner dimension of 32).
+/// Measured beside the square product, they show the library's own rate at a batch's sizes.
+const MLP_PRODUCTS: [([usize; 3], &str); 2] = [
+    ([32, 784, 200], "the MLP's first layer"),
+    ([784, 32, 200], "its weight gradient"),
+];
 /// How long each throughput is measured for, after a warm-up.
-const MEASURE: Duration = Duration::from_secs(4);
+const MEASURE: Duration = Duration::from_millis(1500);
+/// Alternating measurements of a throughput and of the product rate, per table row.
+const PAIRS: usize = 5;
 /// Test images per forward pass in evaluation.
 const EVAL_BATCH: usize = 1000;
 
 fn main() {
     let kernels = matmul_kernels();
-    println!("matrix products: gemm 0.19, {kernels} kernels");
-    let gemm = [gemm_rate(1), gemm_rate(2)];
-    for (threads, rate) in [1, 2].iter().zip(gemm) {
-        println!("  {GEMM_SIDE}x{GEMM_SIDE} f32 product, {threads} thread(s): {rate:.1} GFLOP/s");
+    println!("matrix products: gemm 0.19, {kernels} kernels, single-threaded, 1 or 2 at once");
+    let square = ([GEMM_SIDE; 3], "square");
+    for ([m, k, n], what) in [square].into_iter().chain(MLP_PRODUCTS) {
+        let rates = [gemm_rate(1, [m, k, n]), gemm_rate(2, [m, k, n])];
+        println!(
+            "  [{m}, {k}] x [{k}, {n}] ({what}): {:.1} GFLOP/s on 1 thread, {:.1} on 2",
+            rates[0], rates[1]
+        );
     }
     let mnist = common::mnist();
     let (train, test) = (Arc::new(mnist.train), mnist.test);
-    let mut rows = Vec::new();
+    println!();
+    println!(
+        "| model | work | workers | GFLOP/s | product rate, GFLOP/s | fraction of the product rate |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
     for model in [ModelKind::Mlp, ModelKind::Cnn] {
         let shape = (train.sample_shape(), train.num_classes());
         let training_flops = model.training_flops(shape.0, shape.1) as f64;
         let forward_flops = 2.0 * model.multiply_adds(shape.0, shape.1).iter().sum::<u64>() as f64;
         for workers in [1, 2] {
             let samples = training_throughput(&train, model, workers);
-            rows.push((model, "training", workers, samples * training_flops / 1e9));
+            print_row(model, "training", workers, training_flops, samples);
         }
         for workers in [1, 2] {
             let samples = evaluation_throughput(&test, model, workers);
-            rows.push((model, "evaluation", workers, samples * forward_flops / 1e9));
+            print_row(model, "evaluation", workers, forward_flops, samples);
         }
     }
-    // The machine is shared: the products run again at the end, and the better rate counts.
-    let gemm = [gemm[0].max(gemm_rate(1)), gemm[1].max(gemm_rate(2))];
-    println!(
-        "  best of the runs before and after the models: {:.1} and {:.1} GFLOP/s",
-        gemm[0], gemm[1]
+}
+
+/// Measures `samples_per_second` and the square product's rate on `workers` threads in
+/// [`PAIRS`] alternating pairs, and prints the medians of the throughput, of the rate and of
+/// each pair's fraction. Pairing cancels this shared machine's drifts, which move both.
+fn print_row(
+    model: ModelKind,
+    work: &str,
+    workers: usize,
+    flops_per_sample: f64,
+    mut samples_per_second: impl FnMut() -> f64,
+) {
+    let pairs: Vec<(f64, f64)> = (0..PAIRS)
+        .map(|_| {
+            let rate = gemm_rate(workers, [GEMM_SIDE; 3]);
+            (samples_per_second() * flops_per_sample / 1e9, rate)
+        })
+        .collect();
+    let fraction = median(pairs.iter().map(|(gflops, rate)| gflops / rate));
+    let (gflops, rate) = (
+        median(pairs.iter().map(|p| p.0)),
+        median(pairs.iter().map(|p| p.1)),
     );
-    println!();
-    println!("| model | work | workers | GFLOP/s | fraction of the product rate |");
-    println!("| --- | --- | --- | --- | --- |");
-    for (model, work, workers, gflops) in rows {
-        let fraction = gflops / gemm[workers - 1];
-        println!(
-            "| {} | {work} | {workers} | {gflops:.1} | {fraction:.2} |",
-            model.name()
-        );
-    }
+    println!(
+        "| {} | {work} | {workers} | {gflops:.1} | {rate:.1} | {fraction:.2} |",
+        model.name()
+    );
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// Runs `work` once to warm up, then repeatedly for about [`MEASURE`]; returns how many
@@ -87,8 +124,12 @@ fn per_second(mut work: impl FnMut()) -> f64 {
     f64::from(runs) / start.elapsed().as_secs_f64()
 }
 
-/// Training samples per second: rounds of 8 clients on `workers` workers.
-fn training_throughput(data: &Arc<Dataset>, model: ModelKind, workers: usize) -> f64 {
+/// A measurement of training samples per second: rounds of 8 clients on `workers` workers.
+fn training_throughput(
+    data: &Arc<Dataset>,
+    model: ModelKind,
+    workers: usize,
+) -> impl FnMut() -> f64 {
     let trainer = trainer(
         data,
         model,
@@ -97,68 +138,76 @@ fn training_throughput(data: &Arc<Dataset>, model: ModelKind, workers: usize) ->
         (CLIENTS_PER_ROUND, SAMPLES_PER_CLIENT),
     );
     let params = initial_model(data, model);
-    let rounds = per_second(|| train_round(&trainer, &params, CLIENTS_PER_ROUND, EPOCH_STEPS));
-    rounds * (CLIENTS_PER_ROUND * SAMPLES_PER_CLIENT) as f64
+    move || {
+        let rounds = per_second(|| train_round(&trainer, &params, CLIENTS_PER_ROUND, EPOCH_STEPS));
+        rounds * (CLIENTS_PER_ROUND * SAMPLES_PER_CLIENT) as f64
+    }
 }
 
-/// Evaluated samples per second over the whole test set on `threads` threads.
-fn evaluation_throughput(data: &Dataset, model: ModelKind, threads: usize) -> f64 {
+/// A measurement of evaluated samples per second over the whole test set on `threads` threads.
+fn evaluation_throughput(data: &Dataset, model: ModelKind, threads: usize) -> impl FnMut() -> f64 {
     let params = initial_model(data, model);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .expect("the pool starts");
     let device = BackendKind::Flex.device();
-    let passes = pool.install(|| {
-        per_second(|| {
-            evaluate(model, &params, data, EVAL_BATCH, &device);
-        })
-    });
-    passes * data.len() as f64
+    move || {
+        let passes = pool.install(|| {
+            per_second(|| {
+                evaluate(model, &params, data, EVAL_BATCH, &device);
+            })
+        });
+        passes * data.len() as f64
+    }
 }
 
-/// The best rate, in GFLOP/s, of `threads` single-threaded 2048x2048 f32 products running at
-/// once, over a few repetitions.
-fn gemm_rate(threads: usize) -> f64 {
-    let n = GEMM_SIDE;
-    let lhs: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.25).collect();
-    let rhs: Vec<f32> = (0..n * n).map(|i| (i % 5) as f32 * 0.5).collect();
-    let mut outputs = vec![vec![0.0f32; n * n]; threads];
+/// The best rate, in GFLOP/s, of `threads` single-threaded `[m, k] · [k, n]` f32 products
+/// running at once, over three repetitions.
+fn gemm_rate(threads: usize, [m, k, n]: [usize; 3]) -> f64 {
+    let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.25).collect();
+    let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+    let mut outputs = vec![vec![0.0f32; m * n]; threads];
+    let flops = 2.0 * (m * k * n) as f64;
+    let repeats = (1e9 / flops).ceil() as usize;
     let mut best = Duration::MAX;
-    for _ in 0..8 {
+    for _ in 0..3 {
         let start = Instant::now();
         std::thread::scope(|scope| {
             for dst in &mut outputs {
                 let (lhs, rhs) = (&lhs, &rhs);
-                scope.spawn(move || product(n, lhs, rhs, dst));
+                scope.spawn(move || {
+                    for _ in 0..repeats {
+                        product([m, k, n], lhs, rhs, dst);
+                    }
+                });
             }
         });
         best = best.min(start.elapsed());
     }
-    threads as f64 * 2.0 * (n as f64).powi(3) / best.as_secs_f64() / 1e9
+    threads as f64 * repeats as f64 * flops / best.as_secs_f64() / 1e9
 }
 
-/// `dst = lhs * rhs` for row-major `n`x`n` matrices, on the calling thread.
-fn product(n: usize, lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
-    assert!(lhs.len() == n * n && rhs.len() == n * n && dst.len() == n * n);
-    let stride = n as isize;
-    // SAFETY: the three buffers hold n*n values each, laid out row-major with these strides,
-    // and `dst` does not alias the inputs.
+/// `dst = lhs · rhs` for row-major `[m, k]` and `[k, n]` matrices, on the calling thread.
+fn product([m, k, n]: [usize; 3], lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
+    assert!(lhs.len() == m * k && rhs.len() == k * n && dst.len() == m * n);
+    // SAFETY: the three buffers hold exactly these row-major shapes, with these strides, and
+    // `dst` does not alias the inputs.
     unsafe {
         gemm::gemm(
+            m,
             n,
-            n,
-            n,
+            k,
             dst.as_mut_ptr(),
             1,
-            stride,
+            n as isize,
             false,
             lhs.as_ptr(),
             1,
-            stride,
+            k as isize,
             rhs.as_ptr(),
             1,
-            stride,
+            n as isize,
             0.0,
             1.0,
             false,

@@ -9,19 +9,38 @@ const SHORT: &[&str] = &["federation.rounds=4", "federation.clients_per_round=6"
 
 #[test]
 fn reruns_and_worker_counts_give_identical_metrics_and_models() {
+    assert_identical_across_runs(SHORT, &[1, 1, 2, 2], 4);
+}
+
+#[test]
+fn the_cnn_gives_identical_bytes_on_one_and_two_workers() {
+    // Its convolution blocks run fedsim's own kernels on flex (`model/conv_pool`), in training
+    // and in evaluation; they too must not depend on the worker count.
+    let sets = [
+        r#"model="cnn""#,
+        "federation.rounds=1",
+        "federation.clients_per_round=4",
+    ];
+    assert_identical_across_runs(&sets, &[1, 2], 1);
+}
+
+/// Runs the benchmark config with `sets` once per entry of `parallels` (its `num_parallels`)
+/// and checks that every run gives the first one's metrics (`rounds` records) and model.
+fn assert_identical_across_runs(sets: &[&str], parallels: &[usize], rounds: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let runs: Vec<_> = [("a", 1), ("b", 1), ("c", 2), ("d", 2)]
+    let runs: Vec<_> = parallels
         .iter()
-        .map(|(name, parallels)| {
-            let out = dir.path().join(name);
+        .enumerate()
+        .map(|(index, parallels)| {
+            let out = dir.path().join(index.to_string());
             let parallels = format!("federation.num_parallels={parallels}");
-            let sets: Vec<&str> = SHORT.iter().copied().chain([parallels.as_str()]).collect();
+            let sets: Vec<&str> = sets.iter().copied().chain([parallels.as_str()]).collect();
             run_ok(&experiment("mnist-t1"), &out, &sets);
             out
         })
         .collect();
     let reference = metrics_without_timing(&runs[0]);
-    assert_eq!(reference.len(), 4);
+    assert_eq!(reference.len(), rounds);
     for run in &runs[1..] {
         assert_eq!(metrics_without_timing(run), reference, "{}", run.display());
         assert_eq!(model_bytes(run), model_bytes(&runs[0]), "{}", run.display());

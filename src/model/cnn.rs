@@ -3,11 +3,11 @@
 
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Initializer, Linear, PaddingConfig2d};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
+use super::conv_pool::conv_relu_pool;
 use super::mlp::dense;
 
 const KERNEL: usize = 5;
@@ -21,7 +21,6 @@ const DOWNSAMPLING: usize = 4;
 pub struct Cnn {
     conv1: Conv2d,
     conv2: Conv2d,
-    pool: MaxPool2d,
     fc1: Linear,
     fc2: Linear,
 }
@@ -34,7 +33,6 @@ impl Cnn {
         Self {
             conv1: conv(channels, CHANNELS[0], device),
             conv2: conv(CHANNELS[0], CHANNELS[1], device),
-            pool: MaxPool2dConfig::new([2, 2]).init(),
             fc1: dense(flat, HIDDEN, device),
             fc2: dense(HIDDEN, num_classes, device),
         }
@@ -42,8 +40,8 @@ impl Cnn {
 
     /// Logits for images `[batch, channels, height, width]`.
     pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
-        let x = self.pool.forward(relu(self.conv1.forward(images)));
-        let x = self.pool.forward(relu(self.conv2.forward(x)));
+        let x = conv_relu_pool(&self.conv1, images);
+        let x = conv_relu_pool(&self.conv2, x);
         let x = relu(self.fc1.forward(x.flatten(1, 3)));
         self.fc2.forward(x)
     }

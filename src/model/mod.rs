@@ -5,6 +5,7 @@
 //! aggregate, so nothing outside this module and [`crate::train`] touches burn types.
 
 pub mod cnn;
+mod conv_pool;
 pub mod flat;
 pub mod mlp;
 
