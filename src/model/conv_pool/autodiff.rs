@@ -35,13 +35,7 @@ pub(super) fn forward(
         .try_into_primitive::<Tracked>()
         .expect("a tensor on the flex autodiff device")
         .into_parts();
-    let (pooled, winners) = with_values(&images, |images| {
-        with_values(&weight, |weight| {
-            with_values(&bias, |bias| {
-                kernels::forward(&geometry, images, weight, bias)
-            })
-        })
-    });
+    let (pooled, winners) = super::forward(&geometry, &images, &weight, &bias);
     let output = flex_tensor(pooled, geometry.pooled_shape());
     let step = ConvReluPool
         .prepare::<NoCheckpointing>([images_node, weight_node, bias_node])

@@ -47,14 +47,7 @@ pub fn conv_relu_pool(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
         autodiff::forward(geometry, images, conv.weight.val(), bias)
     } else {
         let [images, weight] = [images, conv.weight.val()].map(flex_primitive);
-        let bias = flex_primitive(bias);
-        let (pooled, _) = with_values(&images, |images| {
-            with_values(&weight, |weight| {
-                with_values(&bias, |bias| {
-                    kernels::forward(&geometry, images, weight, bias)
-                })
-            })
-        });
+        let (pooled, _) = forward(&geometry, &images, &weight, &flex_primitive(bias));
         Tensor::from_primitive::<Flex>(flex_tensor(pooled, geometry.pooled_shape()))
     }
 }
@@ -75,6 +68,22 @@ fn geometry(images: &Tensor<4>, weight: &Tensor<4>) -> Geometry {
         outputs,
         kernel,
     }
+}
+
+/// [`kernels::forward`] on flex tensors.
+fn forward(
+    geometry: &Geometry,
+    images: &FlexTensor,
+    weight: &FlexTensor,
+    bias: &FlexTensor,
+) -> (Vec<f32>, kernels::Winners) {
+    with_values(images, |images| {
+        with_values(weight, |weight| {
+            with_values(bias, |bias| {
+                kernels::forward(geometry, images, weight, bias)
+            })
+        })
+    })
 }
 
 /// Runs `read` on the tensor's values in row-major order, copying only if they are not
