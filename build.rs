@@ -7,7 +7,15 @@ fn main() {
     let target = std::env::var("TARGET").unwrap_or_default();
     println!("cargo:rustc-env=FEDSIM_TARGET={target}");
     let commit = git(&["rev-parse", "HEAD"]);
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    // Without optional locks `git status` does not rewrite a stale index, which would move
+    // `.git/index` and make the next cargo command build fedsim again.
+    let dirty = git(&[
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+    ])
+    .map(|s| !s.is_empty());
     let described = match (commit, dirty) {
         (Some(commit), Some(true)) => format!("{commit}-modified"),
         (Some(commit), _) => commit,
