@@ -10,6 +10,7 @@ use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::FloatTensor;
 use burn::tensor::Tensor;
 
 use super::kernels::{self, Geometry, Winners};
@@ -25,16 +26,9 @@ pub(super) fn forward(
     weight: Tensor<4>,
     bias: Tensor<1>,
 ) -> Tensor<4> {
-    let tracked = |t: Tensor<4>| {
-        t.try_into_primitive::<Tracked>()
-            .expect("a tensor on the flex autodiff device")
-    };
     let (images, images_node) = tracked(images).into_parts();
     let (weight, weight_node) = tracked(weight).into_parts();
-    let (bias, bias_node) = bias
-        .try_into_primitive::<Tracked>()
-        .expect("a tensor on the flex autodiff device")
-        .into_parts();
+    let (bias, bias_node) = tracked(bias).into_parts();
     let (pooled, winners) = super::forward(&geometry, &images, &weight, &bias);
     let output = flex_tensor(pooled, geometry.pooled_shape());
     let step = ConvReluPool
@@ -54,6 +48,13 @@ pub(super) fn forward(
         OpsKind::UnTracked(prep) => prep.finish(output),
     };
     Tensor::from_primitive::<Tracked>(output)
+}
+
+/// The tensor as flex's autodiff primitive.
+fn tracked<const D: usize>(tensor: Tensor<D>) -> FloatTensor<Tracked> {
+    tensor
+        .try_into_primitive::<Tracked>()
+        .expect("a tensor on the flex autodiff device")
 }
 
 /// The backward step of one block.
