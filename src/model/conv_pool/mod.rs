@@ -10,8 +10,9 @@
 //! hand-written backward pass: two products per tile and the adjoint of im2col (`kernels`).
 //!
 //! It is a backend extension in the sense of burn's extension API: on burn-flex (with or
-//! without autodiff) it runs these kernels; on any other backend it composes burn's own ops,
-//! so ndarray and wgpu results are what they were. The results on flex differ from burn's ops
+//! without autodiff) it runs these kernels; on any other backend, and for a convolution the
+//! kernels do not implement, it composes burn's own ops, so ndarray and wgpu results are what
+//! they were. The results on flex differ from burn's ops
 //! in the low bits (another summation order), and are as reproducible.
 
 mod autodiff;
@@ -19,6 +20,7 @@ mod kernels;
 
 use burn::backend::flex::FlexTensor;
 use burn::backend::{DispatchDevice, Flex};
+use burn::nn::PaddingConfig2d;
 use burn::nn::conv::Conv2d;
 use burn::tensor::activation::relu;
 use burn::tensor::module::max_pool2d;
@@ -27,47 +29,63 @@ use burn::tensor::{Tensor, TensorData};
 
 use kernels::Geometry;
 
-/// `maxpool2(relu(conv(images)))` for a stride-1 convolution with "same" padding, an odd square
-/// kernel and a bias, on images `[batch, channels, height, width]` with even sides.
+/// `maxpool2(relu(conv(images)))` with 2x2 pooling of stride 2, on images
+/// `[batch, channels, height, width]`. On flex, a convolution that the kernels implement (stride
+/// 1, no dilation or groups, "same" padding of an odd square kernel, a bias, even sides) runs
+/// on them; anything else composes burn's ops.
 pub fn conv_relu_pool(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
     let device = images.device();
-    if !matches!(
+    let on_flex = matches!(
         device.clone().inner().as_dispatch(),
         DispatchDevice::Flex(_)
-    ) {
-        return max_pool2d(relu(conv.forward(images)), MaxPoolOptions::new([2, 2]));
-    }
-    let bias = conv
-        .bias
-        .as_ref()
-        .expect("the CNN's convolutions have a bias")
-        .val();
-    let geometry = geometry(&images, &conv.weight.val());
-    if device.is_autodiff() {
-        autodiff::forward(geometry, images, conv.weight.val(), bias)
+    );
+    let geometry = if on_flex {
+        geometry(conv, &images)
     } else {
-        let [images, weight] = [images, conv.weight.val()].map(flex_primitive);
+        None
+    };
+    let bias = conv.bias.as_ref().map(|bias| bias.val());
+    let (Some(geometry), Some(bias)) = (geometry, bias) else {
+        return max_pool2d(relu(conv.forward(images)), MaxPoolOptions::new([2, 2]));
+    };
+    let weight = conv.weight.val();
+    if device.is_autodiff() {
+        autodiff::forward(geometry, images, weight, bias)
+    } else {
+        let [images, weight] = [images, weight].map(flex_primitive);
         let (pooled, _) = forward(&geometry, &images, &weight, &flex_primitive(bias));
         Tensor::from_primitive::<Flex>(flex_tensor(pooled, geometry.pooled_shape()))
     }
 }
 
-fn geometry(images: &Tensor<4>, weight: &Tensor<4>) -> Geometry {
+/// The block's geometry, if the kernels implement `conv` on images of this shape.
+fn geometry(conv: &Conv2d, images: &Tensor<4>) -> Option<Geometry> {
     let [batch, channels, height, width] = images.dims();
-    let [outputs, weight_channels, kernel, kernel_width] = weight.dims();
-    assert_eq!(
-        weight_channels, channels,
-        "weight and images disagree on channels"
-    );
-    assert_eq!(kernel, kernel_width, "square kernels only");
-    Geometry {
+    let [outputs, _, kernel, kernel_width] = conv.weight.dims();
+    let pad = kernel / 2;
+    let same_padding = match conv.padding {
+        PaddingConfig2d::Same => true,
+        PaddingConfig2d::Explicit(top, left, bottom, right) => {
+            [top, left, bottom, right] == [pad; 4]
+        }
+        PaddingConfig2d::Valid => false,
+    };
+    let implemented = same_padding
+        && kernel == kernel_width
+        && kernel % 2 == 1
+        && conv.stride == [1, 1]
+        && conv.dilation == [1, 1]
+        && conv.groups == 1
+        && height % 2 == 0
+        && width % 2 == 0;
+    implemented.then_some(Geometry {
         images: batch,
         channels,
         height,
         width,
         outputs,
         kernel,
-    }
+    })
 }
 
 /// [`kernels::forward`] on flex tensors.
@@ -112,15 +130,20 @@ fn flex_tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FlexTenso
 
 #[cfg(test)]
 mod tests {
+    use burn::nn::Initializer;
     use burn::nn::conv::Conv2dConfig;
-    use burn::nn::{Initializer, PaddingConfig2d};
+    use burn::nn::pool::MaxPool2dConfig;
     use burn::tensor::{Device, Distribution};
 
     use super::*;
 
     fn conv(device: &Device) -> Conv2d {
+        conv_with(PaddingConfig2d::Explicit(2, 2, 2, 2), device)
+    }
+
+    fn conv_with(padding: PaddingConfig2d, device: &Device) -> Conv2d {
         Conv2dConfig::new([3, 4], [5, 5])
-            .with_padding(PaddingConfig2d::Explicit(2, 2, 2, 2))
+            .with_padding(padding)
             .with_initializer(Initializer::Uniform {
                 min: -0.3,
                 max: 0.3,
@@ -128,9 +151,11 @@ mod tests {
             .init(device)
     }
 
-    /// burn's own ops, the definition this op must agree with.
+    /// burn's own ops as the CNN composed them before this op: the definition it must agree
+    /// with, and what every other backend and configuration must still get exactly.
     fn reference(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
-        max_pool2d(relu(conv.forward(images)), MaxPoolOptions::new([2, 2]))
+        let pool = MaxPool2dConfig::new([2, 2]).init();
+        pool.forward(relu(conv.forward(images)))
     }
 
     fn assert_close(got: Tensor<4>, want: Tensor<4>) {
@@ -182,6 +207,15 @@ mod tests {
         assert_close(images, want_images);
         assert_close(weight, want_weight);
         assert_close(bias.unsqueeze(), want_bias.unsqueeze());
+    }
+
+    #[test]
+    fn convolutions_the_kernels_do_not_implement_compose_burns_ops_exactly() {
+        let device = Device::flex();
+        let conv = conv_with(PaddingConfig2d::Valid, &device);
+        let images = Tensor::<4>::random([2, 3, 8, 8], Distribution::Uniform(-1.0, 1.0), &device);
+        let got = conv_relu_pool(&conv, images.clone()).into_data();
+        assert_eq!(got, reference(&conv, images).into_data());
     }
 
     #[test]
