@@ -15,23 +15,23 @@ use common::{
 };
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fedsim::backend::BackendKind;
-use fedsim::model::ModelKind;
+use fedsim::model::ModelConfig;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn cases() -> Vec<(ModelKind, BackendKind)> {
+fn cases() -> Vec<(ModelConfig, BackendKind)> {
     let mut cases = Vec::new();
     for backend in [BackendKind::Flex, BackendKind::Ndarray] {
-        for model in [ModelKind::Mlp, ModelKind::Cnn] {
+        for model in [ModelConfig::mlp(), ModelConfig::Cnn {}] {
             cases.push((model, backend));
         }
     }
     cases
 }
 
-fn name(model: ModelKind, backend: BackendKind) -> String {
-    format!("{model:?}/{backend:?}").to_lowercase()
+fn name(model: &ModelConfig, backend: BackendKind) -> String {
+    format!("{}/{backend:?}", model.name()).to_lowercase()
 }
 
 fn local_epoch(c: &mut Criterion) {
@@ -42,13 +42,13 @@ fn local_epoch(c: &mut Criterion) {
     for (model, backend) in cases() {
         let trainer = trainer(
             &data,
-            model,
+            &model,
             backend,
             1,
             (CLIENTS_PER_ROUND, SAMPLES_PER_CLIENT),
         );
-        let params = initial_model(&data, model);
-        group.bench_function(name(model, backend), |b| {
+        let params = initial_model(&data, &model);
+        group.bench_function(name(&model, backend), |b| {
             b.iter(|| train_round(&trainer, &params, 1, EPOCH_STEPS))
         });
     }
@@ -62,20 +62,20 @@ fn parallel_round(c: &mut Criterion) {
         (CLIENTS_PER_ROUND * SAMPLES_PER_CLIENT) as u64,
     ));
     group.sample_size(10);
-    let fast_enough = |&(model, backend): &(ModelKind, BackendKind)| {
-        !(model == ModelKind::Cnn && backend == BackendKind::Ndarray)
+    let fast_enough = |(model, backend): &(ModelConfig, BackendKind)| {
+        !(*model == ModelConfig::Cnn {} && *backend == BackendKind::Ndarray)
     };
     for (model, backend) in cases().into_iter().filter(fast_enough) {
-        let params = initial_model(&data, model);
+        let params = initial_model(&data, &model);
         for workers in [1, 2] {
             let trainer = trainer(
                 &data,
-                model,
+                &model,
                 backend,
                 workers,
                 (CLIENTS_PER_ROUND, SAMPLES_PER_CLIENT),
             );
-            let id = BenchmarkId::new(name(model, backend), format!("num_parallels={workers}"));
+            let id = BenchmarkId::new(name(&model, backend), format!("num_parallels={workers}"));
             group.bench_function(id, |b| {
                 b.iter(|| train_round(&trainer, &params, CLIENTS_PER_ROUND, EPOCH_STEPS))
             });

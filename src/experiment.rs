@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use crate::Error;
 use crate::checkpoint::RunState;
-use crate::config::{DatasetKind, ExperimentConfig, PartitionScheme};
+use crate::config::{DataConfig, ExperimentConfig, PartitionScheme};
+use crate::data::mnist::{FASHION_MNIST, MNIST};
 use crate::data::partition::{Partition, PartitionError};
-use crate::data::{DataFile, Dataset, mnist};
+use crate::data::{DataFile, Dataset, TrainTest};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
@@ -55,10 +56,23 @@ pub struct RunResult {
 impl Experiment {
     /// Loads the data set and splits it as the config says.
     pub fn prepare(config: ExperimentConfig) -> Result<Self, Error> {
-        let data = match config.data.dataset {
-            DatasetKind::Mnist => mnist::load(&config.data.dir, config.data.normalize)?,
+        let data = match &config.data {
+            DataConfig::Mnist(files) => MNIST.load(files.dir.as_deref(), files.normalize)?,
+            DataConfig::FashionMnist(files) => {
+                FASHION_MNIST.load(files.dir.as_deref(), files.normalize)?
+            }
+            DataConfig::Synthetic(synthetic) => {
+                let (train, test, owned) =
+                    synthetic.generate(config.federation.num_clients, config.seed);
+                TrainTest {
+                    train,
+                    test,
+                    natural_clients: Some(owned),
+                    files: Vec::new(),
+                }
+            }
         };
-        let partition = partition(&config, &data.train)?;
+        let partition = partition(&config, &data)?;
         let split_seed = config.partition.seed_or(config.seed);
         let (training, held_out) = partition.hold_out(config.eval.client_test_fraction, split_seed);
         Ok(Self {
@@ -235,11 +249,9 @@ impl Experiment {
 
     /// The model's parameter layout.
     fn layout(&self) -> Layout {
-        let train = &self.train;
         Layout::of(&Net::new(
-            self.config.model,
-            train.sample_shape(),
-            train.num_classes(),
+            &self.config.model,
+            self.train.shape(),
             &self.config.backend.device(),
         ))
     }
@@ -251,7 +263,7 @@ impl Experiment {
             seed: config.seed,
             data: self.train.clone(),
             partition: self.training.clone(),
-            model: config.model,
+            model: config.model.clone(),
             client: config.client.clone(),
             algorithm: config.strategy.client(),
             states: states.clone(),
@@ -293,7 +305,7 @@ impl Experiment {
             evaluator: Some(Evaluator {
                 test_data: self.test.clone(),
                 eval: config.eval,
-                model: config.model,
+                model: config.model.clone(),
                 backend: config.backend,
                 clients: (config.eval.client_test_fraction > 0.0).then(|| ClientTests {
                     data: self.train.clone(),
@@ -528,7 +540,8 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-fn partition(config: &ExperimentConfig, train: &Dataset) -> Result<Partition, Error> {
+fn partition(config: &ExperimentConfig, data: &TrainTest) -> Result<Partition, Error> {
+    let train = &data.train;
     let num_clients = config.federation.num_clients;
     let labels = train.labels();
     if num_clients > labels.len() {
@@ -557,6 +570,12 @@ fn partition(config: &ExperimentConfig, train: &Dataset) -> Result<Partition, Er
         PartitionScheme::Shards { num_shards } => {
             Partition::shards(labels, num_clients, *num_shards, rng)?
         }
+        PartitionScheme::Natural => Partition {
+            clients: data
+                .natural_clients
+                .clone()
+                .expect("validation allows \"natural\" only for data sets with clients"),
+        },
         PartitionScheme::File { file } => Partition::load(file, num_clients, labels.len())?,
     })
 }

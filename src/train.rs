@@ -15,7 +15,8 @@ use rayon::prelude::*;
 
 use crate::config::ClientConfig;
 use crate::data::Dataset;
-use crate::model::{ModelKind, Net, flat};
+use crate::data::SampleShape;
+use crate::model::{Input, ModelConfig, Net, flat};
 use crate::stop::StopSignal;
 use crate::strategy::Objective;
 
@@ -95,8 +96,8 @@ pub fn local_train(
             if stop.is_requested() {
                 return Err(TrainError::Stopped);
             }
-            let (images, labels) = batch(local.data, chunk, local.flip_labels, device);
-            let loss = loss_fn.forward(net.forward(images), labels);
+            let (input, labels) = batch(local.data, chunk, local.flip_labels, device);
+            let loss = loss_fn.forward(net.forward(input), labels);
             let loss_value = f64::from(loss.clone().into_scalar::<f32>());
             if !loss_value.is_finite() {
                 return Err(TrainError::Diverged {
@@ -235,7 +236,7 @@ pub struct Evaluation {
 /// with its own model instance; their sums are added in batch order, so the result does not
 /// depend on the thread count.
 pub fn evaluate(
-    model: ModelKind,
+    model: &ModelConfig,
     params: &[f32],
     data: &Dataset,
     batch_size: usize,
@@ -243,7 +244,7 @@ pub fn evaluate(
 ) -> Evaluation {
     let all: Vec<usize> = (0..data.len()).collect();
     let new_net = || {
-        let net = Net::new(model, data.sample_shape(), data.num_classes(), device);
+        let net = Net::new(model, data.shape(), device);
         flat::load(net, params)
     };
     let scores: Vec<Score> = all
@@ -277,7 +278,7 @@ pub fn evaluate(
 /// (none empty). All samples are evaluated together, `batch_size` per forward pass, in
 /// parallel on the current rayon pool; the result does not depend on the thread count.
 pub fn client_accuracies(
-    model: ModelKind,
+    model: &ModelConfig,
     params: &[f32],
     data: &Dataset,
     per_client: &[&[usize]],
@@ -286,7 +287,7 @@ pub fn client_accuracies(
 ) -> Vec<f64> {
     let all: Vec<usize> = per_client.iter().flat_map(|c| c.iter().copied()).collect();
     let new_net = || {
-        let net = Net::new(model, data.sample_shape(), data.num_classes(), device);
+        let net = Net::new(model, data.shape(), device);
         flat::load(net, params)
     };
     let correct: Vec<bool> = all
@@ -349,8 +350,8 @@ fn logits(
     let (parts, labels): (Vec<Tensor<2>>, Vec<Tensor<1, Int>>) = indices
         .chunks(FORWARD_CHUNK)
         .map(|chunk| {
-            let (images, labels) = batch(data, chunk, false, device);
-            (net.forward(images), labels)
+            let (input, labels) = batch(data, chunk, false, device);
+            (net.forward(input), labels)
         })
         .unzip();
     (Tensor::cat(parts, 0), Tensor::cat(labels, 0))
@@ -377,32 +378,41 @@ fn evaluate_batch(net: &Net, data: &Dataset, indices: &[usize], device: &Device)
     Score { correct, loss_sum }
 }
 
-/// The samples at `indices` as an image tensor and a label tensor, with every label `l` as
+/// The samples at `indices` as the model's input and a label tensor, with every label `l` as
 /// `C - 1 - l` if `flip_labels`.
 fn batch(
     data: &Dataset,
     indices: &[usize],
     flip_labels: bool,
     device: &Device,
-) -> (Tensor<4>, Tensor<1, Int>) {
-    let mut features = Vec::with_capacity(indices.len() * data.feature_len());
+) -> (Input, Tensor<1, Int>) {
+    let mut features = Vec::with_capacity(indices.len() * data.shape().sample.len());
     let mut labels = Vec::with_capacity(indices.len());
     data.gather(indices, &mut features, &mut labels);
     if flip_labels {
         let last = data.num_classes() as i64 - 1;
         labels.iter_mut().for_each(|l| *l = last - *l);
     }
-    let [c, h, w] = data.sample_shape();
-    let images = Tensor::from_data(TensorData::new(features, [indices.len(), c, h, w]), device);
-    let labels = Tensor::from_data(TensorData::new(labels, [indices.len()]), device);
-    (images, labels)
+    let n = indices.len();
+    let input = match data.shape().sample {
+        SampleShape::Image([c, h, w]) => Input::Images(Tensor::from_data(
+            TensorData::new(features, [n, c, h, w]),
+            device,
+        )),
+        SampleShape::Row(width) => Input::Rows(Tensor::from_data(
+            TensorData::new(features, [n, width]),
+            device,
+        )),
+    };
+    let labels = Tensor::from_data(TensorData::new(labels, [n]), device);
+    (input, labels)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::BackendKind;
-    use crate::model::ModelKind;
+    use crate::data::DataShape;
     use crate::model::flat::{Layout, initial_params};
     use crate::seed::{Purpose, stream};
 
@@ -410,7 +420,11 @@ mod tests {
     fn images() -> Dataset {
         let values = (0..250 * 784).map(|i| ((i * 37) % 251) as u8).collect();
         let labels = (0..250).map(|i| (i % 10) as u8).collect();
-        Dataset::new(values, |v| f32::from(v) / 255.0, labels, [1, 28, 28], 10)
+        let shape = DataShape {
+            sample: SampleShape::Image([1, 28, 28]),
+            num_classes: 10,
+        };
+        Dataset::from_bytes(values, |v| f32::from(v) / 255.0, labels, shape)
     }
 
     #[test]
@@ -418,8 +432,8 @@ mod tests {
         let data = images();
         let device = BackendKind::Flex.device();
         let indices: Vec<usize> = (0..data.len()).rev().collect();
-        for kind in [ModelKind::Mlp, ModelKind::Cnn] {
-            let net = Net::new(kind, data.sample_shape(), data.num_classes(), &device);
+        for kind in [ModelConfig::mlp(), ModelConfig::Cnn {}] {
+            let net = Net::new(&kind, data.shape(), &device);
             let params =
                 initial_params(&Layout::of(&net), &mut stream(5, Purpose::MODEL_INIT, 0, 0));
             let net = flat::load(net, &params);

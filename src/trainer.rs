@@ -22,7 +22,7 @@ use crate::byzantine::Attack;
 use crate::config::{ClientConfig, FaultConfig, FaultKind};
 use crate::data::Dataset;
 use crate::data::partition::Partition;
-use crate::model::{ModelKind, Net, flat};
+use crate::model::{ModelConfig, Net, flat};
 use crate::network::{ClientId, Tensors, Update};
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
@@ -39,7 +39,7 @@ pub struct TrainerSetup {
     /// Which samples each client owns.
     pub partition: Arc<Partition>,
     /// The architecture.
-    pub model: ModelKind,
+    pub model: ModelConfig,
     /// Local training settings.
     pub client: ClientConfig,
     /// The client half of the FL algorithm.
@@ -294,12 +294,7 @@ impl Shared {
     /// A model for a worker that has none yet.
     fn new_net(&self, device: &burn::tensor::Device) -> Net {
         let data = &self.setup.data;
-        Net::new(
-            self.setup.model,
-            data.sample_shape(),
-            data.num_classes(),
-            device,
-        )
+        Net::new(&self.setup.model, data.shape(), device)
     }
 
     /// The attack `client` makes, if it is a Byzantine client.

@@ -29,16 +29,12 @@ fn sweep_files() -> Vec<PathBuf> {
 }
 
 /// The sweep file at `path` cut to one round per run and rewritten to run from `dir`: its
-/// base's path, or an inline base's data folder, made absolute.
+/// base's path made absolute (an inline base uses the built-in data set).
 fn one_round_copy(path: &Path, dir: &Path) -> PathBuf {
     let mut sweep: Value = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
     let folder = path.parent().unwrap();
-    match &mut sweep["base"] {
-        Value::String(base) => *base = folder.join(&*base).to_string_lossy().into_owned(),
-        inline => {
-            let data = inline["data"]["dir"].as_str().unwrap();
-            inline["data"]["dir"] = json!(folder.join(data));
-        }
+    if let Value::String(base) = &mut sweep["base"] {
+        *base = folder.join(&*base).to_string_lossy().into_owned();
     }
     if sweep.get("grid").is_none() {
         sweep["grid"] = json!({});

@@ -3,15 +3,15 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use fedsim::backend::BackendKind;
 use fedsim::config::{ClientConfig, FailurePolicy, NetworkConfig, TopologyConfig, WorkPlan};
+use fedsim::data::mnist::MNIST;
 use fedsim::data::partition::Partition;
-use fedsim::data::{Dataset, Normalization, TrainTest, mnist};
+use fedsim::data::{Dataset, Normalization, TrainTest};
 use fedsim::model::flat::{Layout, initial_params};
-use fedsim::model::{ModelKind, Net};
+use fedsim::model::{ModelConfig, Net};
 use fedsim::seed::{Purpose, stream};
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{FedAvg, PlainClient, StrategyConfig};
@@ -25,15 +25,16 @@ pub const CLIENTS_PER_ROUND: usize = 8;
 
 /// The embedded MNIST data set.
 pub fn mnist() -> TrainTest {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/mnist");
-    mnist::load(&dir, Normalization::Unit).expect("embedded MNIST loads")
+    MNIST
+        .load(None, Normalization::Unit)
+        .expect("embedded MNIST loads")
 }
 
 /// A trainer over `clients` clients of `samples` consecutive samples each, training one epoch
 /// of batch 32 at learning rate 0.05.
 pub fn trainer(
     data: &Arc<Dataset>,
-    model: ModelKind,
+    model: &ModelConfig,
     backend: BackendKind,
     workers: usize,
     (count, samples): (usize, usize),
@@ -45,7 +46,7 @@ pub fn trainer(
         seed: 0,
         data: data.clone(),
         partition: Arc::new(Partition { clients }),
-        model,
+        model: model.clone(),
         client: ClientConfig {
             epochs: 1,
             batch_size: 32,
@@ -65,13 +66,8 @@ pub fn trainer(
 }
 
 /// The seeded initial model of `model` for `data`.
-pub fn initial_model(data: &Dataset, model: ModelKind) -> Arc<[f32]> {
-    let net = Net::new(
-        model,
-        data.sample_shape(),
-        data.num_classes(),
-        &BackendKind::Flex.device(),
-    );
+pub fn initial_model(data: &Dataset, model: &ModelConfig) -> Arc<[f32]> {
+    let net = Net::new(model, data.shape(), &BackendKind::Flex.device());
     initial_params(&Layout::of(&net), &mut stream(0, Purpose::MODEL_INIT, 0, 0)).into()
 }
 

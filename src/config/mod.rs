@@ -28,8 +28,9 @@ pub use work::{LocalWork, Work, WorkPlan};
 
 use crate::backend::BackendKind;
 pub use crate::byzantine::ByzantineConfig;
-use crate::data::Normalization;
-use crate::model::ModelKind;
+use crate::data::synthetic::{MAX_USERS, SyntheticConfig};
+use crate::data::{DataShape, Normalization, SampleShape};
+use crate::model::ModelConfig;
 use crate::strategy::EdgeAggregation;
 pub use crate::strategy::StrategyConfig;
 
@@ -47,8 +48,10 @@ pub struct ExperimentConfig {
     /// How the training set is split among clients. Default: balanced IID.
     #[serde(default)]
     pub partition: PartitionConfig,
-    /// The architecture: `"mlp"` or `"cnn"`.
-    pub model: ModelKind,
+    /// The architecture: `"logistic"`, `"mlp"` or `"cnn"`, or an object with its
+    /// hyperparameters, `{"name": "mlp", "hidden": [200, 200]}`.
+    #[serde(deserialize_with = "crate::model::named_or_configured")]
+    pub model: ModelConfig,
     /// Clients, sampling and rounds.
     pub federation: FederationConfig,
     /// Local training on each sampled client.
@@ -83,27 +86,75 @@ pub struct ExperimentConfig {
     pub faults: Vec<FaultConfig>,
 }
 
-/// The data set and where its files are.
+/// The data set, and where its files are: `{"dataset": "mnist"}` uses the copy built into
+/// fedsim; `"dir"` reads the files from a folder instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dataset", rename_all = "kebab-case")]
+pub enum DataConfig {
+    /// MNIST's four IDX files (raw or `.gz`).
+    Mnist(ImageFiles),
+    /// Fashion-MNIST's four IDX files, named as MNIST's.
+    FashionMnist(ImageFiles),
+    /// The FedProx paper's Synthetic(alpha, beta), generated from the seed; its users are the
+    /// natural clients (`"partition": {"scheme": "natural"}`), one per
+    /// `federation.num_clients`.
+    Synthetic(SyntheticConfig),
+}
+
+/// Where the IDX files of MNIST or Fashion-MNIST are, and how pixels become features.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DataConfig {
-    /// Which data set: `"mnist"`.
-    pub dataset: DatasetKind,
+pub struct ImageFiles {
     /// Folder holding the data set's files; relative paths are resolved against the
-    /// experiment file's folder.
-    pub dir: PathBuf,
+    /// experiment file's folder. Default: the copy built into fedsim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
     /// Pixel scaling: `"unit"` (to `[0, 1]`, the default) or `"standard"` (then zero mean,
     /// unit variance over the training set).
     #[serde(default)]
     pub normalize: Normalization,
 }
 
-/// Data sets fedsim can read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DatasetKind {
-    /// MNIST's four IDX files (raw or `.gz`), as embedded in `datasets/mnist/`.
-    Mnist,
+impl DataConfig {
+    /// The data set's name in the experiment file.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DataConfig::Mnist(_) => "mnist",
+            DataConfig::FashionMnist(_) => "fashion-mnist",
+            DataConfig::Synthetic(_) => "synthetic",
+        }
+    }
+
+    /// What a sample is and how many classes there are, known before any file is read.
+    pub fn shape(&self) -> DataShape {
+        match self {
+            DataConfig::Mnist(_) | DataConfig::FashionMnist(_) => DataShape {
+                sample: SampleShape::Image([1, 28, 28]),
+                num_classes: 10,
+            },
+            DataConfig::Synthetic(synthetic) => synthetic.shape(),
+        }
+    }
+
+    /// Whether the data set defines its own clients, for the `natural` partition.
+    pub fn has_natural_clients(&self) -> bool {
+        matches!(self, DataConfig::Synthetic(_))
+    }
+
+    /// The folder the files are read from, if not the built-in copy.
+    pub fn dir(&self) -> Option<&Path> {
+        match self {
+            DataConfig::Mnist(files) | DataConfig::FashionMnist(files) => files.dir.as_deref(),
+            DataConfig::Synthetic(_) => None,
+        }
+    }
+
+    fn dir_mut(&mut self) -> Option<&mut PathBuf> {
+        match self {
+            DataConfig::Mnist(files) | DataConfig::FashionMnist(files) => files.dir.as_mut(),
+            DataConfig::Synthetic(_) => None,
+        }
+    }
 }
 
 /// Who takes part, and for how long.
@@ -382,7 +433,9 @@ impl ExperimentConfig {
     }
 
     fn resolve_paths(&mut self, base: &Path) {
-        self.data.dir = base.join(&self.data.dir);
+        if let Some(dir) = self.data.dir_mut() {
+            *dir = base.join(&*dir);
+        }
         if let PartitionScheme::File { file } = &mut self.partition.scheme {
             *file = base.join(&*file);
         }
@@ -413,11 +466,29 @@ impl ExperimentConfig {
                 self.name
             ),
         );
-        check(
-            self.data.dir.is_dir(),
-            "data.dir",
-            format!("folder {} does not exist", self.data.dir.display()),
-        );
+        if let Some(dir) = self.data.dir() {
+            check(
+                dir.is_dir(),
+                "data.dir",
+                format!("folder {} does not exist", dir.display()),
+            );
+        }
+        if let DataConfig::Synthetic(synthetic) = &self.data {
+            for (field, message) in synthetic.problems() {
+                check(false, &format!("data.{field}"), message);
+            }
+            check(
+                self.federation.num_clients <= MAX_USERS,
+                "federation.num_clients",
+                format!(
+                    "is {}; the synthetic data set makes at most {MAX_USERS} users",
+                    self.federation.num_clients
+                ),
+            );
+        }
+        for (field, message) in self.model.problems(self.data.shape().sample) {
+            check(false, &format!("model.{field}"), message);
+        }
         let fed = &self.federation;
         check(
             fed.num_clients >= 1,
@@ -514,6 +585,14 @@ impl ExperimentConfig {
                 format!(
                     "is {num_shards}; must be a multiple of federation.num_clients ({})",
                     fed.num_clients
+                ),
+            ),
+            PartitionScheme::Natural => check(
+                self.data.has_natural_clients(),
+                "partition.scheme",
+                format!(
+                    "\"natural\" needs a data set that defines its clients (\"synthetic\"); {:?} does not",
+                    self.data.name()
                 ),
             ),
             PartitionScheme::File { file } => check(

@@ -45,6 +45,9 @@ pub enum PartitionScheme {
         /// Number of shards; a multiple of `federation.num_clients`.
         num_shards: usize,
     },
+    /// The clients the data set itself defines (the users of FedProx's synthetic data); the
+    /// federation must have as many clients as the data set has.
+    Natural,
     /// A partition file written by an earlier run (`partition.json`).
     File {
         /// Path of the file; relative paths are resolved against the experiment file's folder.
@@ -85,7 +88,8 @@ impl TryFrom<RawPartition> for PartitionConfig {
             (Some(scheme), None) => scheme.as_str(),
             (None, None) => {
                 return Err(
-                    "expected `scheme` (\"iid\", \"dirichlet\", \"shards\") or `file`".to_string(),
+                    "expected `scheme` (\"iid\", \"dirichlet\", \"shards\", \"natural\") or `file`"
+                        .to_string(),
                 );
             }
         };
@@ -93,10 +97,11 @@ impl TryFrom<RawPartition> for PartitionConfig {
             "iid" => &["seed"],
             "dirichlet" => &["alpha", "min_size", "seed"],
             "shards" => &["num_shards", "seed"],
+            "natural" => &[],
             "file" => &["file"],
             other => {
                 return Err(format!(
-                    "unknown scheme {other:?}; expected \"iid\", \"dirichlet\" or \"shards\""
+                    "unknown scheme {other:?}; expected \"iid\", \"dirichlet\", \"shards\" or \"natural\""
                 ));
             }
         };
@@ -125,6 +130,7 @@ impl TryFrom<RawPartition> for PartitionConfig {
             "shards" => PartitionScheme::Shards {
                 num_shards: required(raw.num_shards, scheme, "num_shards")?,
             },
+            "natural" => PartitionScheme::Natural,
             _ => PartitionScheme::File {
                 file: required(raw.file, scheme, "file")?,
             },
@@ -153,6 +159,10 @@ impl From<PartitionConfig> for RawPartition {
             PartitionScheme::Shards { num_shards } => RawPartition {
                 scheme: scheme("shards"),
                 num_shards: Some(num_shards),
+                ..Default::default()
+            },
+            PartitionScheme::Natural => RawPartition {
+                scheme: scheme("natural"),
                 ..Default::default()
             },
             PartitionScheme::File { file } => RawPartition {

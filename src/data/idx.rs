@@ -1,15 +1,11 @@
-//! Reader for the IDX format that MNIST ships in, raw or gzipped.
+//! Reader for the IDX format that MNIST and Fashion-MNIST ship in.
 //!
 //! An IDX file is a 4-byte magic number (two zero bytes, a type code, the number of dimensions),
 //! one big-endian `u32` per dimension, then the values. fedsim reads only unsigned-byte files
 //! (type code `0x08`), which covers MNIST's images and labels. Every structural check names the
 //! file and what was found, because a truncated download is the most common way this breaks.
 
-use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
-
-use flate2::read::GzDecoder;
 
 use super::DataError;
 
@@ -23,45 +19,6 @@ pub struct IdxArray {
     pub dims: Vec<usize>,
     /// The values, `dims.iter().product()` of them.
     pub data: Vec<u8>,
-}
-
-/// Reads a file's bytes, gunzipping them first when its name ends in `.gz`.
-pub fn read_maybe_gzipped(path: &Path) -> Result<Vec<u8>, DataError> {
-    let file = File::open(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut bytes = Vec::new();
-    let read = if path.extension().is_some_and(|ext| ext == "gz") {
-        // The gzip trailer's last four bytes give the uncompressed size (modulo 2^32): room
-        // for it up front spares a copy of the data at each doubling of the buffer.
-        bytes.reserve_exact(gzip_size_hint(&file).min(MAX_SIZE_HINT));
-        GzDecoder::new(BufReader::new(file)).read_to_end(&mut bytes)
-    } else {
-        BufReader::new(file).read_to_end(&mut bytes)
-    };
-    read.map_err(|source| DataError::Corrupt {
-        path: path.to_path_buf(),
-        reason: format!("cannot be decompressed or read: {source}"),
-    })?;
-    Ok(bytes)
-}
-
-/// The most a gzip trailer's size is trusted for when reserving memory.
-const MAX_SIZE_HINT: usize = 1 << 30;
-
-/// The uncompressed size a gzip file's trailer states, or 0 if it cannot be read; leaves the
-/// file positioned at its start.
-fn gzip_size_hint(mut file: &File) -> usize {
-    let mut trailer = [0u8; 4];
-    let size = file
-        .seek(SeekFrom::End(-4))
-        .and_then(|_| file.read_exact(&mut trailer))
-        .map_or(0, |()| u32::from_le_bytes(trailer) as usize);
-    match file.rewind() {
-        Ok(()) => size,
-        Err(_) => 0,
-    }
 }
 
 /// Parses an IDX file's (decompressed) bytes, naming `path` in any error.

@@ -1,59 +1,93 @@
-//! MNIST from its four IDX files, raw or gzipped, checked against `SHA256SUMS` when the folder
-//! has one (the embedded copy in `datasets/mnist/` does).
+//! MNIST and Fashion-MNIST: 28x28 grey images of ten classes in four IDX files of the same
+//! names, raw or gzipped, read from a folder or from the copy built into the binary.
 
-use std::collections::HashMap;
-use std::fs;
-use std::path::{Path, PathBuf};
+use super::idx::{IdxArray, parse_idx_file};
+use super::source::{Embedded, Reader, Source, embedded};
+use super::{DataError, DataShape, Dataset, Normalization, SampleShape, TrainTest};
 
-use sha2::{Digest, Sha256};
-
-use super::idx::{IdxArray, parse_idx_file, read_maybe_gzipped};
-use super::{DataError, DataFile, Dataset, Normalization, TrainTest};
-
-/// Mean and standard deviation of MNIST's training pixels scaled to `[0, 1]`, for
-/// [`Normalization::Standard`].
-const PIXEL_MEAN: f32 = 0.1307;
-const PIXEL_STD: f32 = 0.3081;
 const SIDE: usize = 28;
 const NUM_CLASSES: usize = 10;
 
-/// Loads MNIST's train and test splits from `dir`, pixels scaled as `normalization` says.
-pub fn load(dir: &Path, normalization: Normalization) -> Result<TrainTest, DataError> {
-    let checksums = read_checksums(dir)?;
-    let mut reader = Reader {
-        dir,
-        checksums,
-        normalization,
-        files: Vec::new(),
+/// One of the data sets in MNIST's format, with what differs between them.
+#[derive(Debug)]
+pub struct MnistLike {
+    /// The data set's name, for messages.
+    pub name: &'static str,
+    /// Mean and standard deviation of the training pixels scaled to `[0, 1]`, for
+    /// [`Normalization::Standard`].
+    pub pixel_mean_std: (f32, f32),
+    /// The copy built into the binary, from `datasets/`.
+    pub embedded: &'static Embedded,
+}
+
+/// The four IDX files, as every copy of these data sets names them.
+macro_rules! idx_files {
+    ($folder:literal) => {
+        embedded!(
+            $folder,
+            [
+                "SHA256SUMS",
+                "train-images-idx3-ubyte.gz",
+                "train-labels-idx1-ubyte.gz",
+                "t10k-images-idx3-ubyte.gz",
+                "t10k-labels-idx1-ubyte.gz",
+            ]
+        )
     };
-    let train = reader.split("train-images-idx3-ubyte", "train-labels-idx1-ubyte")?;
-    let test = reader.split("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")?;
-    Ok(TrainTest {
-        train,
-        test,
-        files: reader.files,
-    })
 }
 
-struct Reader<'a> {
-    dir: &'a Path,
-    /// File name (without `.gz`) to expected SHA-256 of its uncompressed bytes.
-    checksums: HashMap<String, String>,
-    normalization: Normalization,
-    /// The files read so far.
-    files: Vec<DataFile>,
-}
+/// LeCun et al.'s handwritten digits.
+pub static MNIST: MnistLike = MnistLike {
+    name: "MNIST",
+    pixel_mean_std: (0.1307, 0.3081),
+    embedded: &idx_files!("mnist"),
+};
 
-impl Reader<'_> {
-    fn split(&mut self, images_name: &str, labels_name: &str) -> Result<Dataset, DataError> {
-        let (images_path, images) = self.read(images_name)?;
-        let (labels_path, labels) = self.read(labels_name)?;
+/// Zalando's clothing images (Xiao et al., 2017), a drop-in replacement for MNIST.
+pub static FASHION_MNIST: MnistLike = MnistLike {
+    name: "Fashion-MNIST",
+    pixel_mean_std: (0.2860, 0.3530),
+    embedded: &idx_files!("fashion-mnist"),
+};
+
+impl MnistLike {
+    /// Loads the train and test splits from `source` (the built-in copy if `None`), pixels
+    /// scaled as `normalization` says.
+    pub fn load(
+        &'static self,
+        dir: Option<&std::path::Path>,
+        normalization: Normalization,
+    ) -> Result<TrainTest, DataError> {
+        let source = match dir {
+            Some(dir) => Source::Folder(dir.to_path_buf()),
+            None => Source::Embedded(self.embedded),
+        };
+        let mut reader = Reader::new(source)?;
+        let train = self.split(&mut reader, normalization, "train")?;
+        let test = self.split(&mut reader, normalization, "t10k")?;
+        Ok(TrainTest {
+            train,
+            test,
+            natural_clients: None,
+            files: reader.into_files(),
+        })
+    }
+
+    /// Reads the images and labels of the split whose files start with `prefix`.
+    fn split(
+        &self,
+        reader: &mut Reader,
+        normalization: Normalization,
+        prefix: &str,
+    ) -> Result<Dataset, DataError> {
+        let (images_path, images) = read_idx(reader, &format!("{prefix}-images-idx3-ubyte"))?;
+        let (labels_path, labels) = read_idx(reader, &format!("{prefix}-labels-idx1-ubyte"))?;
         if images.dims != [images.dims[0], SIDE, SIDE] {
             return Err(DataError::Corrupt {
                 path: images_path,
                 reason: format!(
-                    "has dimensions {:?}; MNIST images are [count, 28, 28]",
-                    images.dims
+                    "has dimensions {:?}; {} images are [count, 28, 28]",
+                    images.dims, self.name
                 ),
             });
         }
@@ -71,70 +105,47 @@ impl Reader<'_> {
         if let Some(bad) = labels.data.iter().find(|&&l| usize::from(l) >= NUM_CLASSES) {
             return Err(DataError::Corrupt {
                 path: labels_path,
-                reason: format!("holds label {bad}; MNIST labels are 0 to 9"),
+                reason: format!("holds label {bad}; {} labels are 0 to 9", self.name),
             });
         }
-        let (mean, std) = match self.normalization {
+        let (mean, std) = match normalization {
             Normalization::Unit => (0.0, 1.0),
-            Normalization::Standard => (PIXEL_MEAN, PIXEL_STD),
+            Normalization::Standard => self.pixel_mean_std,
         };
-        Ok(Dataset::new(
+        let shape = DataShape {
+            sample: SampleShape::Image([1, SIDE, SIDE]),
+            num_classes: NUM_CLASSES,
+        };
+        Ok(Dataset::from_bytes(
             images.data,
             |p| (f32::from(p) / 255.0 - mean) / std,
             labels.data,
-            [1, SIDE, SIDE],
-            NUM_CLASSES,
+            shape,
         ))
-    }
-
-    /// Reads `name.gz` if present, else `name`, and checks it against `SHA256SUMS`.
-    fn read(&mut self, name: &str) -> Result<(PathBuf, IdxArray), DataError> {
-        let gz = self.dir.join(format!("{name}.gz"));
-        let path = if gz.exists() { gz } else { self.dir.join(name) };
-        let bytes = read_maybe_gzipped(&path)?;
-        let actual = hex::encode(Sha256::digest(&bytes));
-        if let Some(expected) = self.checksums.get(name)
-            && &actual != expected
-        {
-            return Err(DataError::Corrupt {
-                path,
-                reason: format!(
-                    "does not match SHA256SUMS: its content hashes to {actual}, expected {expected}"
-                ),
-            });
-        }
-        let array = parse_idx_file(&path, bytes)?;
-        self.files.push(DataFile {
-            path: path.clone(),
-            sha256: actual,
-        });
-        Ok((path, array))
     }
 }
 
-/// Reads `dir/SHA256SUMS` (`<hex>  <name>` lines) if it exists.
-fn read_checksums(dir: &Path) -> Result<HashMap<String, String>, DataError> {
-    let path = dir.join("SHA256SUMS");
-    if !path.exists() {
-        return Ok(HashMap::new());
+fn read_idx(reader: &mut Reader, name: &str) -> Result<(std::path::PathBuf, IdxArray), DataError> {
+    let (path, bytes) = reader.read(name)?;
+    let array = parse_idx_file(&path, bytes)?;
+    Ok((path, array))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_copies_load_and_match_their_checksums() {
+        for set in [&MNIST, &FASHION_MNIST] {
+            let data = set.load(None, Normalization::Unit).unwrap();
+            assert_eq!((data.train.len(), data.test.len()), (60_000, 10_000));
+            assert_eq!(data.files.len(), 4);
+            assert!(
+                data.files[0].path.starts_with("built-in"),
+                "{:?}",
+                data.files[0]
+            );
+        }
     }
-    let text = fs::read_to_string(&path).map_err(|source| DataError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    text.lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(
-            |line| match line.split_whitespace().collect::<Vec<_>>()[..] {
-                [hash, name] => Ok((
-                    name.trim_start_matches('*').to_string(),
-                    hash.to_lowercase(),
-                )),
-                _ => Err(DataError::Corrupt {
-                    path: path.clone(),
-                    reason: format!("has a line that is not `<sha256>  <file name>`: {line:?}"),
-                }),
-            },
-        )
-        .collect()
 }

@@ -1,13 +1,17 @@
-//! Data sets on disk and their split among clients.
+//! Data sets and their split among clients.
 //!
-//! [`Dataset`] holds a whole split (train or test) in memory as the bytes the file stores,
-//! so clients share it and keep only index lists ([`partition`]), and resident memory tracks
-//! the data's size on disk; samples become normalised `f32` features one batch at a time. Readers for each on-disk format
-//! live in their own file; [`mnist`] is the one shipped in `datasets/`.
+//! [`Dataset`] holds a whole split (train or test) in memory as the data arrives (pixel bytes,
+//! real-valued rows), so clients share it and keep only index lists ([`partition`]), and
+//! resident memory tracks the data's size; samples become `f32` features one batch at a time.
+//! Each source has its own file: [`mnist`] for MNIST and Fashion-MNIST (built into the binary,
+//! or read from a folder through [`source`]), [`synthetic`] for the FedProx paper's generated
+//! data.
 
 pub mod idx;
 pub mod mnist;
 pub mod partition;
+pub mod source;
+pub mod synthetic;
 
 use std::path::PathBuf;
 
@@ -44,43 +48,110 @@ pub enum DataError {
     },
 }
 
+/// What one sample is, as the model sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleShape {
+    /// An image of `[channels, height, width]`.
+    Image([usize; 3]),
+    /// A row of this many numeric features.
+    Row(usize),
+}
+
+impl SampleShape {
+    /// Number of `f32` features in one sample.
+    pub fn len(self) -> usize {
+        match self {
+            SampleShape::Image(shape) => shape.iter().product(),
+            SampleShape::Row(width) => width,
+        }
+    }
+
+    /// Whether a sample has no features.
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// What the samples are, for messages: "28x28 images with 1 channel".
+    pub fn describe(self) -> String {
+        match self {
+            SampleShape::Image([c, h, w]) => format!("{h}x{w} images with {c} channels"),
+            SampleShape::Row(width) => format!("rows of {width} features"),
+        }
+    }
+}
+
+/// The shape of a classification data set: what a sample is and how many classes there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataShape {
+    /// One sample.
+    pub sample: SampleShape,
+    /// Number of classes; every label is below it.
+    pub num_classes: usize,
+}
+
+/// Feature values as the data set stores them.
+#[derive(Debug, Clone)]
+enum Features {
+    /// One byte per feature (pixels), with the normalised feature each byte value stands for:
+    /// a quarter of the memory `f32` features would take.
+    Bytes {
+        values: Vec<u8>,
+        feature_of_value: Box<[f32; 256]>,
+    },
+    /// Real-valued features, as they came.
+    Floats(Vec<f32>),
+}
+
 /// One split of a labelled data set, held in memory.
 #[derive(Debug, Clone)]
 pub struct Dataset {
-    /// Raw feature values (pixel bytes), `len() * feature_len()` of them, one sample after
-    /// another: a quarter of the memory normalised `f32` features would take.
-    values: Vec<u8>,
-    /// The normalised feature each byte value stands for.
-    features_of_value: Box<[f32; 256]>,
+    /// `len() * shape.sample.len()` feature values, one sample after another.
+    features: Features,
     /// One class label per sample.
     labels: Vec<u8>,
-    /// Shape of one sample as `[channels, height, width]`.
-    sample_shape: [usize; 3],
-    /// Number of classes; every label is below it.
-    num_classes: usize,
+    shape: DataShape,
 }
 
 impl Dataset {
     /// Builds a data set of byte-valued features, each byte `v` standing for the feature
-    /// `normalize(v)`; `values` must hold `labels.len()` samples of `sample_shape`.
-    pub fn new(
+    /// `normalize(v)`; `values` must hold `labels.len()` samples of `shape`.
+    pub fn from_bytes(
         values: Vec<u8>,
         normalize: impl Fn(u8) -> f32,
         labels: Vec<u8>,
-        sample_shape: [usize; 3],
-        num_classes: usize,
+        shape: DataShape,
     ) -> Self {
+        let features = Features::Bytes {
+            values,
+            feature_of_value: Box::new(std::array::from_fn(|v| normalize(v as u8))),
+        };
+        Self::new(features, labels, shape)
+    }
+
+    /// Builds a data set of real-valued features; `values` must hold `labels.len()` samples
+    /// of `shape`.
+    pub fn from_floats(values: Vec<f32>, labels: Vec<u8>, shape: DataShape) -> Self {
+        Self::new(Features::Floats(values), labels, shape)
+    }
+
+    fn new(features: Features, labels: Vec<u8>, shape: DataShape) -> Self {
+        let values = match &features {
+            Features::Bytes { values, .. } => values.len(),
+            Features::Floats(values) => values.len(),
+        };
         assert_eq!(
-            values.len(),
-            labels.len() * sample_shape.iter().product::<usize>(),
+            values,
+            labels.len() * shape.sample.len(),
             "features and labels disagree on the number of samples"
         );
+        assert!(
+            labels.iter().all(|&l| usize::from(l) < shape.num_classes),
+            "a label is out of range; readers check labels"
+        );
         Self {
-            values,
-            features_of_value: Box::new(std::array::from_fn(|v| normalize(v as u8))),
+            features,
             labels,
-            sample_shape,
-            num_classes,
+            shape,
         }
     }
 
@@ -94,19 +165,14 @@ impl Dataset {
         self.labels.is_empty()
     }
 
-    /// Number of `f32` values in one sample.
-    pub fn feature_len(&self) -> usize {
-        self.sample_shape.iter().product()
-    }
-
-    /// Shape of one sample as `[channels, height, width]`.
-    pub fn sample_shape(&self) -> [usize; 3] {
-        self.sample_shape
+    /// What a sample is, and the number of classes.
+    pub fn shape(&self) -> DataShape {
+        self.shape
     }
 
     /// Number of classes.
     pub fn num_classes(&self) -> usize {
-        self.num_classes
+        self.shape.num_classes
     }
 
     /// All labels, in sample order.
@@ -119,21 +185,27 @@ impl Dataset {
     pub fn gather(&self, indices: &[usize], features: &mut Vec<f32>, labels: &mut Vec<i64>) {
         features.clear();
         labels.clear();
-        let len = self.feature_len();
+        let len = self.shape.sample.len();
         for &i in indices {
-            let values = &self.values[i * len..(i + 1) * len];
-            features.extend(
-                values
-                    .iter()
-                    .map(|&v| self.features_of_value[usize::from(v)]),
-            );
+            let sample = i * len..(i + 1) * len;
+            match &self.features {
+                Features::Bytes {
+                    values,
+                    feature_of_value,
+                } => features.extend(
+                    values[sample]
+                        .iter()
+                        .map(|&v| feature_of_value[usize::from(v)]),
+                ),
+                Features::Floats(values) => features.extend_from_slice(&values[sample]),
+            }
             labels.push(i64::from(self.labels[i]));
         }
     }
 
     /// Counts the samples of each class among `indices`.
     pub fn label_counts(&self, indices: &[usize]) -> Vec<usize> {
-        let mut counts = vec![0; self.num_classes];
+        let mut counts = vec![0; self.shape.num_classes];
         for &i in indices {
             counts[usize::from(self.labels[i])] += 1;
         }
@@ -148,6 +220,9 @@ pub struct TrainTest {
     pub train: Dataset,
     /// Held by the server to evaluate the global model.
     pub test: Dataset,
+    /// The training-sample indices of each client the data set itself defines, if it defines
+    /// clients (for the `natural` partition).
+    pub natural_clients: Option<Vec<Vec<usize>>>,
     /// The files they were read from, with their digests.
     pub files: Vec<DataFile>,
 }
@@ -168,12 +243,15 @@ mod tests {
     #[test]
     fn a_batch_holds_the_normalised_features_of_the_samples_asked_for() {
         // Three samples of two values each.
-        let data = Dataset::new(
+        let shape = DataShape {
+            sample: SampleShape::Image([1, 1, 2]),
+            num_classes: 3,
+        };
+        let data = Dataset::from_bytes(
             vec![0, 255, 10, 20, 30, 40],
             |v| f32::from(v) / 10.0,
             vec![2, 0, 1],
-            [1, 1, 2],
-            3,
+            shape,
         );
         let (mut features, mut labels) = (vec![9.0], vec![9]);
         data.gather(&[2, 0], &mut features, &mut labels);

@@ -9,12 +9,13 @@ use burn::tensor::{Device, Tensor};
 
 use super::conv_pool::conv_relu_pool;
 use super::mlp::dense;
+use crate::data::{DataShape, SampleShape};
 
 const KERNEL: usize = 5;
 const CHANNELS: [usize; 2] = [32, 64];
 const HIDDEN: usize = 512;
 /// Each max-pool halves height and width; there are two.
-const DOWNSAMPLING: usize = 4;
+pub(super) const DOWNSAMPLING: usize = 4;
 
 /// Two convolution blocks and two dense layers.
 #[derive(Module, Debug)]
@@ -49,8 +50,11 @@ impl Cnn {
 
 /// Multiply-adds per sample of each layer: a convolution does `kernel² × inputs` for each
 /// output value (padding keeps height and width), a dense layer `inputs` for each output.
-pub(super) fn multiply_adds(sample_shape: [usize; 3], num_classes: usize) -> Vec<u64> {
-    let [channels, height, width] = sample_shape;
+pub(super) fn multiply_adds(shape: DataShape) -> Vec<u64> {
+    let SampleShape::Image([channels, height, width]) = shape.sample else {
+        panic!("the CNN takes images; validation rejects other data")
+    };
+    let num_classes = shape.num_classes;
     let pixels = height * width;
     let flat = CHANNELS[1] * pixels / (DOWNSAMPLING * DOWNSAMPLING);
     [
@@ -72,16 +76,21 @@ fn conv(inputs: usize, outputs: usize, device: &Device) -> Conv2d {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ModelKind;
+    use super::super::ModelConfig;
+    use crate::data::{DataShape, SampleShape};
 
     #[test]
     fn the_fedavg_cnn_costs_what_its_layers_add_up_to() {
+        let mnist = DataShape {
+            sample: SampleShape::Image([1, 28, 28]),
+            num_classes: 10,
+        };
         // 28·28·32·25, 14·14·64·800, 3136·512, 512·10.
-        let layers = ModelKind::Cnn.multiply_adds([1, 28, 28], 10);
+        let layers = ModelConfig::Cnn {}.multiply_adds(mnist);
         assert_eq!(layers, [627_200, 10_035_200, 1_605_632, 5_120]);
         let forward: u64 = layers.iter().sum();
         let training = 2 * (2 * forward + forward - 627_200);
-        assert_eq!(ModelKind::Cnn.training_flops([1, 28, 28], 10), training);
+        assert_eq!(ModelConfig::Cnn {}.training_flops(mnist), training);
         // About 72 MFLOP per training sample: 5 rounds of 6,000 samples and 5 evaluations of
         // 10,000 test images are the 3.4 TFLOP of the benchmark run.
         let run = 30_000 * training + 50_000 * 2 * forward;

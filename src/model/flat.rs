@@ -11,11 +11,23 @@ use serde::Serialize;
 
 use super::Net;
 
+/// What a parameter tensor is to its layer, which decides how it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamKind {
+    /// The weights of a dense or convolution layer.
+    Weight,
+    /// The bias of a dense or convolution layer.
+    Bias,
+}
+
 /// One parameter tensor inside the flat vector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ParamSpec {
-    /// Dotted module path, e.g. `Mlp.fc1.weight`.
+    /// Dotted module path, e.g. `Mlp.layers.0.weight`.
     pub name: String,
+    /// What the tensor is.
+    pub kind: ParamKind,
     /// Tensor shape as burn stores it (dense weights are `[inputs, outputs]`).
     pub shape: Vec<usize>,
     /// Number of inputs feeding each output unit, which sets the initial value range.
@@ -62,14 +74,19 @@ impl Layout {
     }
 }
 
-/// Draws initial parameters the way PyTorch initialises `Linear` and `Conv2d` by default:
-/// every weight and bias uniform in `±1/sqrt(fan_in)`. Using the run's own stream (not the
-/// backend's global RNG) makes the initial model a function of the seed alone.
+/// Draws initial parameters tensor by tensor, in layout order, each as its kind starts in
+/// PyTorch by default: the weights and biases of `Linear` and `Conv2d` uniform in
+/// `±1/sqrt(fan_in)`. Using the run's own stream (not the backend's global RNG) makes the
+/// initial model a function of the seed alone.
 pub fn initial_params(layout: &Layout, rng: &mut ChaCha12Rng) -> Vec<f32> {
     let mut values = Vec::with_capacity(layout.len());
     for spec in &layout.params {
-        let bound = 1.0 / (spec.fan_in as f32).sqrt();
-        values.extend((0..spec.len()).map(|_| rng.random_range(-bound..bound)));
+        match spec.kind {
+            ParamKind::Weight | ParamKind::Bias => {
+                let bound = 1.0 / (spec.fan_in as f32).sqrt();
+                values.extend((0..spec.len()).map(|_| rng.random_range(-bound..bound)));
+            }
+        }
     }
     values
 }
@@ -118,22 +135,26 @@ impl ModuleVisitor for LayoutCollector {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let shape = param.lazy_shape().to_vec();
         let (field, container) = self.path.last().cloned().unwrap_or_default();
-        let fan_in = match (field.as_str(), container.as_str()) {
-            ("bias", _) => self.last_weight_fan_in,
-            // burn stores dense weights as [inputs, outputs].
-            (_, "Struct:Linear") => shape[0],
-            // Convolution weights are [out, in, kernel...], as in PyTorch.
-            _ => shape[1..].iter().product(),
-        };
-        self.last_weight_fan_in = fan_in;
         let name = self
             .path
             .iter()
             .map(|(name, _)| name.as_str())
             .collect::<Vec<_>>()
             .join(".");
+        let (kind, fan_in) = match (field.as_str(), container.as_str()) {
+            ("bias", "Struct:Linear" | "Struct:Conv2d") => {
+                (ParamKind::Bias, self.last_weight_fan_in)
+            }
+            // burn stores dense weights as [inputs, outputs].
+            ("weight", "Struct:Linear") => (ParamKind::Weight, shape[0]),
+            // Convolution weights are [out, in, kernel...], as in PyTorch.
+            ("weight", "Struct:Conv2d") => (ParamKind::Weight, shape[1..].iter().product()),
+            _ => panic!("parameter {name} ({container}) has no known kind; add it to ParamKind"),
+        };
+        self.last_weight_fan_in = fan_in;
         self.params.push(ParamSpec {
             name,
+            kind,
             shape,
             fan_in,
         });
@@ -176,17 +197,22 @@ impl ModuleMapper for Loader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ModelKind;
+    use crate::data::{DataShape, SampleShape};
+    use crate::model::ModelConfig;
     use crate::seed::{Purpose, stream};
     use burn::tensor::Device;
 
-    fn mnist_net(kind: ModelKind) -> Net {
-        Net::new(kind, [1, 28, 28], 10, &Device::flex())
+    fn mnist_net(kind: ModelConfig) -> Net {
+        let shape = DataShape {
+            sample: SampleShape::Image([1, 28, 28]),
+            num_classes: 10,
+        };
+        Net::new(&kind, shape, &Device::flex())
     }
 
     #[test]
     fn mlp_layout_matches_the_architecture() {
-        let layout = Layout::of(&mnist_net(ModelKind::Mlp));
+        let layout = Layout::of(&mnist_net(ModelConfig::mlp()));
         let shapes: Vec<&[usize]> = layout.params.iter().map(|p| p.shape.as_slice()).collect();
         assert_eq!(
             shapes,
@@ -201,11 +227,14 @@ mod tests {
         );
         assert_eq!(layout.len(), 199_210);
         assert_eq!(layout.params[1].fan_in, 784);
+        assert_eq!(layout.params[1].name, "Mlp.layers.0.bias");
+        let kinds: Vec<ParamKind> = layout.params.iter().map(|p| p.kind).collect();
+        assert_eq!(kinds, [ParamKind::Weight, ParamKind::Bias].repeat(3));
     }
 
     #[test]
     fn cnn_has_the_fedavg_paper_parameter_count() {
-        let layout = Layout::of(&mnist_net(ModelKind::Cnn));
+        let layout = Layout::of(&mnist_net(ModelConfig::Cnn {}));
         assert_eq!(layout.len(), 1_663_370);
         assert_eq!(layout.params[0].fan_in, 25);
         assert_eq!(layout.params[2].fan_in, 32 * 25);
@@ -213,7 +242,7 @@ mod tests {
 
     #[test]
     fn load_then_flatten_round_trips_exactly() {
-        let net = mnist_net(ModelKind::Cnn);
+        let net = mnist_net(ModelConfig::Cnn {});
         let layout = Layout::of(&net);
         let values = initial_params(&layout, &mut stream(3, Purpose::MODEL_INIT, 0, 0));
         let net = load(net, &values);

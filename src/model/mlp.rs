@@ -1,47 +1,62 @@
-//! The multilayer perceptron of McMahan et al. (2017), "Communication-Efficient Learning of
-//! Deep Networks from Decentralized Data": 784-200-200-10 with ReLU.
+//! Dense networks: the multilayer perceptron of McMahan et al. (2017), "Communication-Efficient
+//! Learning of Deep Networks from Decentralized Data" (784-200-200-10 with ReLU) by default,
+//! any widths the experiment file gives, and logistic regression (no hidden layer).
 
 use burn::module::Module;
 use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
-const HIDDEN: usize = 200;
+use crate::data::DataShape;
 
-/// Two hidden dense layers of 200 units.
+/// The FedAvg paper's two hidden layers of 200 units.
+pub(super) fn default_hidden() -> Vec<usize> {
+    vec![200, 200]
+}
+
+/// Dense layers with ReLU between them.
 #[derive(Module, Debug)]
 pub struct Mlp {
-    fc1: Linear,
-    fc2: Linear,
-    fc3: Linear,
+    layers: Vec<Linear>,
 }
 
 impl Mlp {
-    /// An MLP over flattened samples of `sample_shape`, with zeroed parameters.
-    pub fn new(sample_shape: [usize; 3], num_classes: usize, device: &Device) -> Self {
-        let inputs = sample_shape.iter().product();
+    /// An MLP with `hidden` layers of those widths over flattened samples of `shape`, with
+    /// zeroed parameters.
+    pub fn new(hidden: &[usize], shape: DataShape, device: &Device) -> Self {
+        let widths = widths(hidden, shape);
         Self {
-            fc1: dense(inputs, HIDDEN, device),
-            fc2: dense(HIDDEN, HIDDEN, device),
-            fc3: dense(HIDDEN, num_classes, device),
+            layers: widths
+                .windows(2)
+                .map(|pair| dense(pair[0], pair[1], device))
+                .collect(),
         }
     }
 
-    /// Logits for images `[batch, channels, height, width]`.
-    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
-        let x = images.flatten(1, 3);
-        let x = relu(self.fc1.forward(x));
-        let x = relu(self.fc2.forward(x));
-        self.fc3.forward(x)
+    /// Logits for flattened samples `[batch, features]`.
+    pub fn forward(&self, features: Tensor<2>) -> Tensor<2> {
+        let (last, hidden) = self.layers.split_last().expect("an MLP has a layer");
+        let x = hidden
+            .iter()
+            .fold(features, |x, layer| relu(layer.forward(x)));
+        last.forward(x)
     }
 }
 
+/// Inputs, hidden widths and classes, in order.
+fn widths(hidden: &[usize], shape: DataShape) -> Vec<usize> {
+    let mut widths = vec![shape.sample.len()];
+    widths.extend_from_slice(hidden);
+    widths.push(shape.num_classes);
+    widths
+}
+
 /// Multiply-adds per sample of each dense layer.
-pub(super) fn multiply_adds(sample_shape: [usize; 3], num_classes: usize) -> Vec<u64> {
-    let inputs: usize = sample_shape.iter().product();
-    [inputs * HIDDEN, HIDDEN * HIDDEN, HIDDEN * num_classes]
-        .map(|n| n as u64)
-        .to_vec()
+pub(super) fn multiply_adds(hidden: &[usize], shape: DataShape) -> Vec<u64> {
+    widths(hidden, shape)
+        .windows(2)
+        .map(|pair| (pair[0] * pair[1]) as u64)
+        .collect()
 }
 
 /// A dense layer with zeroed parameters (real values are loaded from a flat vector).

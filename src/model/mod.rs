@@ -11,49 +11,113 @@ pub mod mlp;
 
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::data::{DataShape, SampleShape};
 
 pub use cnn::Cnn;
 pub use mlp::Mlp;
 
-/// Which architecture to train, as named in the experiment file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ModelKind {
-    /// Two hidden layers of 200 units with ReLU (the FedAvg paper's "2NN").
-    Mlp,
+/// Which architecture to train, with its hyperparameters, as the experiment file gives it:
+/// `{"name": "mlp", "hidden": [200, 200]}`, or the name alone (`"mlp"`) for the defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ModelConfig {
+    /// Multinomial logistic regression: one dense layer from the features to the classes (the
+    /// FedProx paper's model for its synthetic data).
+    Logistic {},
+    /// Dense layers with ReLU between them; the default is the FedAvg paper's "2NN".
+    Mlp {
+        /// Units of each hidden layer, in order. Default `[200, 200]`.
+        #[serde(default = "mlp::default_hidden")]
+        hidden: Vec<usize>,
+    },
     /// The FedAvg paper's CNN: two 5x5 convolutions (32, 64 channels) with max pooling, then
-    /// a 512-unit dense layer.
-    Cnn,
+    /// a 512-unit dense layer. Takes images.
+    Cnn {},
 }
 
-impl ModelKind {
-    /// The name the experiment file uses.
-    pub fn name(self) -> &'static str {
-        match self {
-            ModelKind::Mlp => "mlp",
-            ModelKind::Cnn => "cnn",
+impl ModelConfig {
+    /// The FedAvg paper's "2NN".
+    pub fn mlp() -> Self {
+        ModelConfig::Mlp {
+            hidden: mlp::default_hidden(),
         }
+    }
+
+    /// The name the experiment file uses.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ModelConfig::Logistic {} => "logistic",
+            ModelConfig::Mlp { .. } => "mlp",
+            ModelConfig::Cnn {} => "cnn",
+        }
+    }
+
+    /// Why the model cannot take samples of `sample`, if it cannot; and every problem with
+    /// its hyperparameters, as (field under `model`, message).
+    pub fn problems(&self, sample: SampleShape) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        if let ModelConfig::Mlp { hidden } = self
+            && let Some(i) = hidden.iter().position(|&units| units == 0)
+        {
+            problems.push((
+                format!("hidden[{i}]"),
+                "is 0; every hidden layer needs at least 1 unit".into(),
+            ));
+        }
+        if let (ModelConfig::Cnn {}, SampleShape::Image([_, height, width])) = (self, sample)
+            && (height % cnn::DOWNSAMPLING != 0 || width % cnn::DOWNSAMPLING != 0)
+        {
+            problems.push((
+                "name".into(),
+                format!("\"cnn\" needs image sides divisible by 4; the data set's images are {height}x{width}"),
+            ));
+        }
+        if let (ModelConfig::Cnn {}, SampleShape::Row(_)) = (self, sample) {
+            problems.push((
+                "name".into(),
+                format!(
+                    "\"cnn\" takes images, and the data set gives {}; use \"mlp\" or \"logistic\"",
+                    sample.describe()
+                ),
+            ));
+        }
+        problems
     }
 
     /// Multiply-adds of one sample's forward pass through each dense and convolution layer,
     /// in layer order (the matrix-product work; activations, pooling and biases are left out).
-    pub fn multiply_adds(self, sample_shape: [usize; 3], num_classes: usize) -> Vec<u64> {
+    pub fn multiply_adds(&self, shape: DataShape) -> Vec<u64> {
         match self {
-            ModelKind::Mlp => mlp::multiply_adds(sample_shape, num_classes),
-            ModelKind::Cnn => cnn::multiply_adds(sample_shape, num_classes),
+            ModelConfig::Logistic {} => mlp::multiply_adds(&[], shape),
+            ModelConfig::Mlp { hidden } => mlp::multiply_adds(hidden, shape),
+            ModelConfig::Cnn {} => cnn::multiply_adds(shape),
         }
     }
 
     /// Floating-point operations (a multiply-add counts two) of one sample's training step:
     /// the forward pass, the weight gradients of every layer, and the input gradients of every
-    /// layer but the first. Evaluation is the forward pass alone, [`ModelKind::multiply_adds`]
+    /// layer but the first. Evaluation is the forward pass alone, [`ModelConfig::multiply_adds`]
     /// summed and doubled.
-    pub fn training_flops(self, sample_shape: [usize; 3], num_classes: usize) -> u64 {
-        let layers = self.multiply_adds(sample_shape, num_classes);
+    pub fn training_flops(&self, shape: DataShape) -> u64 {
+        let layers = self.multiply_adds(shape);
         let forward: u64 = layers.iter().sum();
         2 * (2 * forward + layers[1..].iter().sum::<u64>())
     }
+}
+
+/// Reads a model given as its name alone (`"mlp"`) or with hyperparameters
+/// (`{"name": "mlp", "hidden": [100]}`); for the experiment file's `model` field.
+pub fn named_or_configured<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ModelConfig, D::Error> {
+    let value = match Value::deserialize(deserializer)? {
+        Value::String(name) => serde_json::json!({ "name": name }),
+        other => other,
+    };
+    ModelConfig::deserialize(value).map_err(serde::de::Error::custom)
 }
 
 /// An instance of one of the zoo's architectures.
@@ -61,33 +125,48 @@ impl ModelKind {
 #[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum Net {
-    /// See [`Mlp`].
+    /// See [`Mlp`]; logistic regression is the MLP without hidden layers.
     Mlp(Mlp),
     /// See [`Cnn`].
     Cnn(Cnn),
 }
 
+/// A batch of samples as the model takes it.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// Images `[batch, channels, height, width]`.
+    Images(Tensor<4>),
+    /// Feature rows `[batch, features]`.
+    Rows(Tensor<2>),
+}
+
 impl Net {
-    /// Builds the architecture for samples of `sample_shape` (`[channels, height, width]`) and
-    /// `num_classes` outputs. Parameters start at zero: the federation loads its seeded initial
-    /// values (see [`flat::initial_params`]) rather than using the backend's global RNG.
-    pub fn new(
-        kind: ModelKind,
-        sample_shape: [usize; 3],
-        num_classes: usize,
-        device: &Device,
-    ) -> Self {
-        match kind {
-            ModelKind::Mlp => Net::Mlp(Mlp::new(sample_shape, num_classes, device)),
-            ModelKind::Cnn => Net::Cnn(Cnn::new(sample_shape, num_classes, device)),
+    /// Builds the architecture `config` for data of `shape`. Parameters start at zero: the
+    /// federation loads its seeded initial values (see [`flat::initial_params`]) rather than
+    /// using the backend's global RNG. The config must have passed
+    /// [`ModelConfig::problems`] for the data.
+    pub fn new(config: &ModelConfig, shape: DataShape, device: &Device) -> Self {
+        match config {
+            ModelConfig::Logistic {} => Net::Mlp(Mlp::new(&[], shape, device)),
+            ModelConfig::Mlp { hidden } => Net::Mlp(Mlp::new(hidden, shape, device)),
+            ModelConfig::Cnn {} => {
+                let SampleShape::Image(image) = shape.sample else {
+                    panic!("the CNN takes images; validation rejects other data")
+                };
+                Net::Cnn(Cnn::new(image, shape.num_classes, device))
+            }
         }
     }
 
-    /// Class logits `[batch, classes]` for images `[batch, channels, height, width]`.
-    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
-        match self {
-            Net::Mlp(mlp) => mlp.forward(images),
-            Net::Cnn(cnn) => cnn.forward(images),
+    /// Class logits `[batch, classes]` for a batch of samples.
+    pub fn forward(&self, input: Input) -> Tensor<2> {
+        match (self, input) {
+            (Net::Mlp(mlp), Input::Images(images)) => mlp.forward(images.flatten(1, 3)),
+            (Net::Mlp(mlp), Input::Rows(rows)) => mlp.forward(rows),
+            (Net::Cnn(cnn), Input::Images(images)) => cnn.forward(images),
+            (Net::Cnn(_), Input::Rows(_)) => {
+                panic!("the CNN takes images; validation rejects other data")
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use rand::seq::index;
 use crate::backend::BackendKind;
 use crate::config::{EvalConfig, FailurePolicy};
 use crate::data::Dataset;
-use crate::model::ModelKind;
+use crate::model::ModelConfig;
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
 use crate::report::ClientAccuracy;
 use crate::report::RoundRecord;
@@ -76,7 +76,7 @@ pub struct Evaluator {
     /// When and in what batches.
     pub eval: EvalConfig,
     /// The architecture, to build the evaluation model.
-    pub model: ModelKind,
+    pub model: ModelConfig,
     /// The backend that evaluates.
     pub backend: BackendKind,
     /// Each client's held-out samples, to evaluate on every client too.
@@ -100,7 +100,7 @@ impl Evaluator {
     fn evaluate(&self, params: &[f32]) -> Evaluation {
         let device = self.backend.device();
         evaluate(
-            self.model,
+            &self.model,
             params,
             &self.test_data,
             self.eval.batch_size,
@@ -120,7 +120,7 @@ impl Evaluator {
             .map(Vec::as_slice)
             .collect();
         let accuracies = client_accuracies(
-            self.model,
+            &self.model,
             params,
             &tests.data,
             &per_client,

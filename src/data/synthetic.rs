@@ -1,0 +1,271 @@
+//! Synthetic(alpha, beta), the data set of Li et al. (2020), "Federated Optimization in
+//! Heterogeneous Networks" (FedProx), generated from the seed instead of read from a file.
+//!
+//! Each user `k` has its own softmax-linear labelling `y = argmax(x W_k + b_k)` and its own
+//! feature distribution `x ~ N(v_k, Σ)`, `Σ = diag(j^-1.2)`. `alpha` sets how much the users'
+//! models differ (`W_k, b_k ~ N(u_k, 1)`, `u_k ~ N(0, alpha)`), `beta` how much their features
+//! do (`v_k ~ N(B_k, 1)`, `B_k ~ N(0, beta)`); as in the paper's code, the second argument of
+//! each normal is a standard deviation. The IID variant gives every user one model drawn from
+//! `N(0, 1)` and features from `N(0, Σ)`. Users hold `floor(LogNormal(4, 2)) + 50` samples;
+//! each user's first 90% (after a shuffle) are training samples, the rest test samples. The
+//! users are the data set's natural clients.
+
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha12Rng;
+use rand_distr::{Distribution, LogNormal, Normal, StandardNormal};
+use serde::{Deserialize, Serialize};
+
+use super::{DataShape, Dataset, SampleShape};
+use crate::seed::{Purpose, stream};
+
+/// The draws that generate the data set; per user, so a user's samples depend only on the
+/// seed and its id.
+const GENERATION: Purpose = Purpose::new("synthetic-data");
+/// The draws of the IID variant's one labelling model.
+const SHARED_MODEL: Purpose = Purpose::new("synthetic-shared-model");
+
+/// The most users the generator makes (each holds at least 50 samples).
+pub const MAX_USERS: usize = 1_000_000;
+
+/// The fraction of each user's samples that are training samples.
+const TRAIN_FRACTION: f64 = 0.9;
+
+/// Synthetic(alpha, beta) as the experiment file configures it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyntheticConfig {
+    /// How much the users' labelling models differ; at least 0.
+    #[serde(default)]
+    pub alpha: f64,
+    /// How much the users' feature distributions differ; at least 0.
+    #[serde(default)]
+    pub beta: f64,
+    /// One model and one feature distribution for all users (the paper's Synthetic IID);
+    /// `alpha` and `beta` must then be 0. Default false.
+    #[serde(default)]
+    pub iid: bool,
+    /// Features per sample. Default 60.
+    #[serde(default = "default_features")]
+    pub features: usize,
+    /// Number of classes, at most 256. Default 10.
+    #[serde(default = "default_classes")]
+    pub classes: usize,
+}
+
+fn default_features() -> usize {
+    60
+}
+
+fn default_classes() -> usize {
+    10
+}
+
+impl SyntheticConfig {
+    /// Every problem with the values, as (field under `data`, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut problems = Vec::new();
+        for (field, value) in [("alpha", self.alpha), ("beta", self.beta)] {
+            if !(value >= 0.0 && value.is_finite()) {
+                problems.push((field, format!("is {value}; must be a number of at least 0")));
+            } else if self.iid && value != 0.0 {
+                problems.push((field, format!("is {value}; the IID variant takes none")));
+            }
+        }
+        if self.features == 0 {
+            problems.push(("features", "must be at least 1".into()));
+        }
+        if !(2..=256).contains(&self.classes) {
+            problems.push((
+                "classes",
+                format!("is {}; must be between 2 and 256", self.classes),
+            ));
+        }
+        problems
+    }
+
+    /// The shape of the samples.
+    pub fn shape(&self) -> DataShape {
+        DataShape {
+            sample: SampleShape::Row(self.features),
+            num_classes: self.classes,
+        }
+    }
+
+    /// Generates `users` users' samples from `seed`: the pooled training and test sets, and
+    /// each user's training-sample indices.
+    /// At most [`MAX_USERS`] users.
+    pub fn generate(&self, users: usize, seed: u64) -> (Dataset, Dataset, Vec<Vec<usize>>) {
+        let shared = self.iid.then(|| {
+            let rng = &mut stream(seed, SHARED_MODEL, 0, 0);
+            Labelling::draw(self, 0.0, rng)
+        });
+        let (mut train, mut test) = (Samples::default(), Samples::default());
+        let mut owned = Vec::with_capacity(users);
+        for user in 0..users {
+            let rng = &mut stream(
+                seed,
+                GENERATION,
+                0,
+                u32::try_from(user).expect("at most MAX_USERS"),
+            );
+            let mut samples = self.user_samples(shared.as_ref(), rng);
+            samples.shuffle(rng);
+            let train_len = (TRAIN_FRACTION * samples.len() as f64) as usize;
+            let start = train.labels.len();
+            owned.push((start..start + train_len).collect());
+            for (i, (features, label)) in samples.into_iter().enumerate() {
+                let split = if i < train_len { &mut train } else { &mut test };
+                split.features.extend(features);
+                split.labels.push(label);
+            }
+        }
+        let shape = self.shape();
+        (train.into_dataset(shape), test.into_dataset(shape), owned)
+    }
+
+    /// One user's samples, each its features and label, drawn from its own model and
+    /// feature distribution unless `shared` gives the IID ones.
+    fn user_samples(
+        &self,
+        shared: Option<&Labelling>,
+        rng: &mut ChaCha12Rng,
+    ) -> Vec<(Vec<f32>, u8)> {
+        let count = LogNormal::new(4.0, 2.0)
+            .expect("constant parameters")
+            .sample(rng) as usize
+            + 50;
+        let (own, feature_mean) = match shared {
+            Some(_) => (None, vec![0.0; self.features]),
+            None => {
+                let model_mean = normal(0.0, self.alpha, rng);
+                let feature_center = normal(0.0, self.beta, rng);
+                let feature_mean = (0..self.features)
+                    .map(|_| normal(feature_center, 1.0, rng))
+                    .collect();
+                (Some(Labelling::draw(self, model_mean, rng)), feature_mean)
+            }
+        };
+        let labelling = shared.or(own.as_ref()).expect("one of the two is set");
+        (0..count)
+            .map(|_| {
+                let x: Vec<f64> = feature_mean
+                    .iter()
+                    .enumerate()
+                    .map(|(j, mean)| {
+                        let std = ((j + 1) as f64).powf(-0.6); // variance j^-1.2
+                        let z: f64 = StandardNormal.sample(rng);
+                        mean + std * z
+                    })
+                    .collect();
+                let label = labelling.label(&x);
+                (x.into_iter().map(|v| v as f32).collect(), label)
+            })
+            .collect()
+    }
+}
+
+/// `N(mean, std)`; a zero `std` gives `mean`.
+fn normal(mean: f64, std: f64, rng: &mut ChaCha12Rng) -> f64 {
+    Normal::new(mean, std)
+        .expect("validated: std is finite and at least 0")
+        .sample(rng)
+}
+
+/// A user's labelling model: weights `[features, classes]` and biases, each `N(mean, 1)`.
+struct Labelling {
+    weights: Vec<f64>,
+    biases: Vec<f64>,
+    classes: usize,
+}
+
+impl Labelling {
+    fn draw(config: &SyntheticConfig, mean: f64, rng: &mut ChaCha12Rng) -> Self {
+        let mut draw = |n: usize| (0..n).map(|_| normal(mean, 1.0, rng)).collect();
+        Self {
+            weights: draw(config.features * config.classes),
+            biases: draw(config.classes),
+            classes: config.classes,
+        }
+    }
+
+    /// The class of highest score `x W + b` (softmax keeps the order); the first on a tie.
+    fn label(&self, x: &[f64]) -> u8 {
+        let mut scores = self.biases.clone();
+        for (row, &value) in self.weights.chunks_exact(self.classes).zip(x) {
+            scores
+                .iter_mut()
+                .zip(row)
+                .for_each(|(s, w)| *s += w * value);
+        }
+        let best = scores
+            .iter()
+            .enumerate()
+            .fold(0, |best, (c, &s)| if s > scores[best] { c } else { best });
+        u8::try_from(best).expect("at most 256 classes")
+    }
+}
+
+/// Samples gathered for one split.
+#[derive(Default)]
+struct Samples {
+    features: Vec<f32>,
+    labels: Vec<u8>,
+}
+
+impl Samples {
+    fn into_dataset(self, shape: DataShape) -> Dataset {
+        Dataset::from_floats(self.features, self.labels, shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(alpha: f64, beta: f64, iid: bool) -> SyntheticConfig {
+        SyntheticConfig {
+            alpha,
+            beta,
+            iid,
+            features: 60,
+            classes: 10,
+        }
+    }
+
+    #[test]
+    fn users_keep_their_samples_whatever_the_number_of_users() {
+        let (train5, test5, owned5) = config(1.0, 1.0, false).generate(5, 7);
+        let (train3, _, owned3) = config(1.0, 1.0, false).generate(3, 7);
+        assert_eq!(owned5[..3], owned3[..]);
+        let last = owned3[2].last().copied().unwrap();
+        assert_eq!(train5.labels()[..=last], train3.labels()[..=last]);
+        let total: usize = owned5.iter().map(Vec::len).sum();
+        assert_eq!(total, train5.len());
+        assert!(owned5.iter().all(|user| user.len() >= 45), "{owned5:?}");
+        // About a tenth of each user's samples are test samples.
+        let ratio = test5.len() as f64 / (train5.len() + test5.len()) as f64;
+        assert!((0.05..0.15).contains(&ratio), "{ratio}");
+    }
+
+    #[test]
+    fn heterogeneous_users_have_different_label_mixes_and_iid_users_alike() {
+        let spread = |config: SyntheticConfig| {
+            let (train, _, owned) = config.generate(10, 3);
+            let top_share = |indices: &Vec<usize>| {
+                let counts = train.label_counts(indices);
+                *counts.iter().max().unwrap() as f64 / indices.len() as f64
+            };
+            owned.iter().map(top_share).sum::<f64>() / owned.len() as f64
+        };
+        let skewed = spread(config(1.0, 1.0, false));
+        let iid = spread(config(0.0, 0.0, true));
+        assert!(skewed > iid + 0.1, "skewed {skewed}, iid {iid}");
+    }
+
+    #[test]
+    fn the_iid_variant_takes_no_alpha() {
+        let problems = config(0.5, 0.0, true).problems();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].0, "alpha");
+    }
+}

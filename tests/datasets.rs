@@ -1,0 +1,177 @@
+//! Data sets and models beyond MNIST and the 2NN: the built-in copies run from any folder,
+//! Fashion-MNIST and the FedProx paper's synthetic data train, models take hyperparameters,
+//! and a model that does not fit the data is rejected before anything runs.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::{experiment, fedsim, metrics_without_timing, model_bytes, run_ok, summary};
+use serde_json::{Value, json};
+
+/// A copy of the shipped experiment `name` in `dir`, far from the repository, with `edit`
+/// applied.
+fn copy_of(name: &str, dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let text = fs::read_to_string(experiment(name)).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    edit(&mut value);
+    let path = dir.join(format!("{name}.json"));
+    fs::write(&path, value.to_string()).unwrap();
+    path
+}
+
+/// Sets a few small clients and `rounds` rounds.
+fn small(value: &mut Value, rounds: u32) {
+    value["federation"] = json!({"num_clients": 20, "clients_per_round": 2, "rounds": rounds});
+    value["eval"] = json!({"every": rounds});
+}
+
+#[test]
+fn a_shipped_experiment_copied_to_another_folder_runs_on_the_built_in_data() {
+    for name in ["mnist-t1", "fashion-mnist-fedavg"] {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = copy_of(name, dir.path(), |v| small(v, 1));
+        let out = dir.path().join("run");
+        run_ok(&copy, &out, &[]);
+        let manifest: Value =
+            serde_json::from_str(&fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+        let files = manifest["data_files"].as_array().unwrap();
+        assert_eq!(files.len(), 4, "{name}");
+        let path = files[0]["path"].as_str().unwrap();
+        assert!(path.starts_with("built-in/"), "{name}: {path}");
+        assert!(
+            summary(&out)["final_accuracy"].as_f64().unwrap() > 0.3,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn fashion_mnist_is_not_mnist() {
+    let dir = tempfile::tempdir().unwrap();
+    let accuracy = |dataset: &str| {
+        let copy = copy_of("mnist-t1", dir.path(), |v| {
+            small(v, 2);
+            v["data"] = json!({ "dataset": dataset });
+        });
+        let out = dir.path().join(dataset);
+        run_ok(&copy, &out, &[]);
+        summary(&out)["final_accuracy"].as_f64().unwrap()
+    };
+    // The same model, data volume and training reach different accuracies on the two sets.
+    let (mnist, fashion) = (accuracy("mnist"), accuracy("fashion-mnist"));
+    assert!((mnist - fashion).abs() > 0.005, "{mnist} {fashion}");
+}
+
+#[test]
+fn the_synthetic_data_trains_on_its_natural_clients_and_reruns_to_the_same_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = copy_of("synthetic-1-1", dir.path(), |v| {
+        v["federation"]["rounds"] = json!(5);
+        v["eval"]["every"] = json!(5);
+    });
+    let runs: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("run{i}"))).collect();
+    for run in &runs {
+        run_ok(&copy, run, &["federation.num_parallels=1"]);
+    }
+    assert_eq!(
+        metrics_without_timing(&runs[0]),
+        metrics_without_timing(&runs[1])
+    );
+    assert_eq!(model_bytes(&runs[0]), model_bytes(&runs[1]));
+    // Logistic regression on 60 features and 10 classes.
+    assert_eq!(model_bytes(&runs[0]).len(), 4 * (60 * 10 + 10));
+    let partition: Value =
+        serde_json::from_str(&fs::read_to_string(runs[0].join("partition.json")).unwrap()).unwrap();
+    let clients = partition["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 30);
+    // Users' sizes follow a heavy-tailed law: they differ.
+    let sizes: Vec<usize> = clients
+        .iter()
+        .map(|c| c.as_array().unwrap().len())
+        .collect();
+    assert!(sizes.iter().max() > sizes.iter().min(), "{sizes:?}");
+    assert!(summary(&runs[0])["final_accuracy"].as_f64().unwrap() > 0.2);
+}
+
+#[test]
+fn the_seed_draws_another_synthetic_data_set() {
+    let out = |seed: &str| {
+        let output = fedsim(&[
+            "partition",
+            experiment("synthetic-1-1").to_str().unwrap(),
+            "--set",
+            seed,
+        ]);
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert_eq!(out("seed=3"), out("seed=3"));
+    assert_ne!(out("seed=3"), out("seed=4"));
+}
+
+#[test]
+fn mlp_widths_come_from_the_experiment_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = copy_of("mnist-t1", dir.path(), |v| {
+        small(v, 1);
+        v["model"] = json!({"name": "mlp", "hidden": [16]});
+    });
+    let out = dir.path().join("run");
+    run_ok(&copy, &out, &[]);
+    assert_eq!(model_bytes(&out).len(), 4 * (784 * 16 + 16 + 16 * 10 + 10));
+    let config: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["model"], json!({"name": "mlp", "hidden": [16]}));
+}
+
+/// Runs the experiment `name` with `sets` and checks that it is rejected as bad input with
+/// each of `expected` in the message.
+fn assert_rejected(name: &str, sets: &[&str], expected: &[&str]) {
+    let path = experiment(name);
+    let mut args = vec!["run", path.to_str().unwrap()];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let output = fedsim(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for part in expected {
+        assert!(stderr.contains(part), "{part:?} not in: {stderr}");
+    }
+}
+
+#[test]
+fn a_model_that_does_not_fit_the_data_is_rejected_with_a_message() {
+    assert_rejected(
+        "synthetic-1-1",
+        &["model=cnn"],
+        &["model.name", "\"cnn\" takes images", "rows of 60 features"],
+    );
+    assert_rejected(
+        "mnist-t1",
+        &[r#"model={"name": "mlp", "hidden": [200, 0]}"#],
+        &["model.hidden[1]", "at least 1 unit"],
+    );
+    assert_rejected(
+        "mnist-t1",
+        &[r#"model={"name": "mlp", "widths": [10]}"#],
+        &["model", "unknown field `widths`"],
+    );
+}
+
+#[test]
+fn the_natural_partition_needs_a_data_set_with_clients() {
+    assert_rejected(
+        "mnist-t1",
+        &[r#"partition={"scheme": "natural"}"#],
+        &["partition.scheme", "\"mnist\" does not"],
+    );
+    assert_rejected(
+        "synthetic-1-1",
+        &["data.alpha=-1"],
+        &["data.alpha", "at least 0"],
+    );
+}
