@@ -103,10 +103,18 @@ impl Reader {
                 }
             },
         };
-        let bytes = if compressed {
-            gunzip(&path, &raw)?
-        } else {
-            raw.into_owned()
+        let bytes = match raw {
+            Stored::Borrowed(built_in) => {
+                let bytes = if compressed {
+                    gunzip(&path, built_in)
+                } else {
+                    Ok(built_in.to_vec())
+                };
+                release(built_in);
+                bytes?
+            }
+            Stored::Owned(on_disk) if compressed => gunzip(&path, &on_disk)?,
+            Stored::Owned(on_disk) => on_disk,
         };
         let actual = hex::encode(Sha256::digest(&bytes));
         if let Some(expected) = self.checksums.get(name)
@@ -153,6 +161,36 @@ impl Source {
     }
 }
 
+/// Hands the memory pages wholly inside a built-in file back to the kernel once it has been
+/// read, so that a run's resident memory holds the data once (as the
+/// [`super::Dataset`]), not also the compressed copy inside the binary. Elsewhere than on Linux
+/// the pages stay until the kernel reclaims them.
+fn release(bytes: &'static [u8]) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sysconf only reads a system constant.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) });
+        let Some(page) = page.ok().filter(|&page| page > 0) else {
+            return;
+        };
+        let start = bytes.as_ptr() as usize;
+        let (first, end) = (
+            start.next_multiple_of(page),
+            (start + bytes.len()) / page * page,
+        );
+        if end > first {
+            // SAFETY: the pages lie wholly inside the bytes of an `include_bytes!` array, which
+            // the linker puts in the executable's read-only data: a private file mapping that
+            // is never written (the array holds no pointers to relocate). MADV_DONTNEED drops
+            // the cached pages only; the next read of them faults the same bytes back in from
+            // the file. It cannot fail in a way that matters: on an error the pages stay.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED);
+            }
+        }
+    }
+}
+
 /// The whole content of a file on disk.
 fn read_file(path: &Path) -> Result<Vec<u8>, DataError> {
     let io = |source| DataError::Io {
@@ -177,7 +215,7 @@ fn file_size(mut file: &File) -> usize {
 const MAX_SIZE_HINT: usize = 1 << 30;
 
 /// Decompresses a gzip file's bytes, naming `path` in any error.
-pub fn gunzip(path: &Path, compressed: &[u8]) -> Result<Vec<u8>, DataError> {
+fn gunzip(path: &Path, compressed: &[u8]) -> Result<Vec<u8>, DataError> {
     // The gzip trailer's last four bytes give the uncompressed size (modulo 2^32): room for it
     // up front spares a copy of the data at each doubling of the buffer.
     let hint = compressed
