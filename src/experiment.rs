@@ -10,7 +10,7 @@ use crate::checkpoint::RunState;
 use crate::config::{DataConfig, ExperimentConfig, PartitionScheme};
 use crate::data::mnist::{FASHION_MNIST, MNIST};
 use crate::data::partition::{Partition, PartitionError};
-use crate::data::{DataFile, Dataset, TrainTest};
+use crate::data::{DataFile, Dataset, TrainTest, tabular};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
@@ -56,6 +56,8 @@ pub struct RunResult {
 impl Experiment {
     /// Loads the data set and splits it as the config says.
     pub fn prepare(config: ExperimentConfig) -> Result<Self, Error> {
+        // The seed of every split of the data: test rows, clients, held-out samples.
+        let split_seed = config.partition.seed_or(config.seed);
         let data = match &config.data {
             DataConfig::Mnist(files) => MNIST.load(files.dir.as_deref(), files.normalize)?,
             DataConfig::FashionMnist(files) => {
@@ -71,9 +73,10 @@ impl Experiment {
                     files: Vec::new(),
                 }
             }
+            DataConfig::BreastCancer(split) => tabular::load_breast_cancer(split, split_seed)?,
+            DataConfig::Csv(csv) => tabular::load_csv(csv, split_seed)?,
         };
         let partition = partition(&config, &data)?;
-        let split_seed = config.partition.seed_or(config.seed);
         let (training, held_out) = partition.hold_out(config.eval.client_test_fraction, split_seed);
         Ok(Self {
             config,

@@ -47,6 +47,11 @@ fn partition_files_never_panic() {
 }
 
 #[test]
+fn csv_tables_never_panic() {
+    replay_all("csv_table", hostile::csv_table);
+}
+
+#[test]
 fn checkpoints_never_panic() {
     replay_all("checkpoint", hostile::checkpoint);
 }

@@ -29,7 +29,8 @@ pub use work::{LocalWork, Work, WorkPlan};
 use crate::backend::BackendKind;
 pub use crate::byzantine::ByzantineConfig;
 use crate::data::synthetic::{MAX_USERS, SyntheticConfig};
-use crate::data::{DataShape, Normalization, SampleShape};
+use crate::data::tabular::{CsvConfig, SplitOptions};
+use crate::data::{Normalization, SampleKind};
 use crate::model::ModelConfig;
 use crate::strategy::EdgeAggregation;
 pub use crate::strategy::StrategyConfig;
@@ -99,6 +100,11 @@ pub enum DataConfig {
     /// natural clients (`"partition": {"scheme": "natural"}`), one per
     /// `federation.num_clients`.
     Synthetic(SyntheticConfig),
+    /// The Breast Cancer Wisconsin (Diagnostic) table, built in: 569 rows of 30 features,
+    /// malignant or benign.
+    BreastCancer(SplitOptions),
+    /// A table of numeric features in a CSV file with a header row.
+    Csv(CsvConfig),
 }
 
 /// Where the IDX files of MNIST or Fashion-MNIST are, and how pixels become features.
@@ -122,17 +128,18 @@ impl DataConfig {
             DataConfig::Mnist(_) => "mnist",
             DataConfig::FashionMnist(_) => "fashion-mnist",
             DataConfig::Synthetic(_) => "synthetic",
+            DataConfig::BreastCancer(_) => "breast-cancer",
+            DataConfig::Csv(_) => "csv",
         }
     }
 
-    /// What a sample is and how many classes there are, known before any file is read.
-    pub fn shape(&self) -> DataShape {
+    /// What the samples are, known before any file is read.
+    pub fn sample_kind(&self) -> SampleKind {
         match self {
-            DataConfig::Mnist(_) | DataConfig::FashionMnist(_) => DataShape {
-                sample: SampleShape::Image([1, 28, 28]),
-                num_classes: 10,
-            },
-            DataConfig::Synthetic(synthetic) => synthetic.shape(),
+            DataConfig::Mnist(_) | DataConfig::FashionMnist(_) => SampleKind::Image([1, 28, 28]),
+            DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => {
+                SampleKind::Row
+            }
         }
     }
 
@@ -145,14 +152,14 @@ impl DataConfig {
     pub fn dir(&self) -> Option<&Path> {
         match self {
             DataConfig::Mnist(files) | DataConfig::FashionMnist(files) => files.dir.as_deref(),
-            DataConfig::Synthetic(_) => None,
+            DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => None,
         }
     }
 
     fn dir_mut(&mut self) -> Option<&mut PathBuf> {
         match self {
             DataConfig::Mnist(files) | DataConfig::FashionMnist(files) => files.dir.as_mut(),
-            DataConfig::Synthetic(_) => None,
+            DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => None,
         }
     }
 }
@@ -436,6 +443,12 @@ impl ExperimentConfig {
         if let Some(dir) = self.data.dir_mut() {
             *dir = base.join(&*dir);
         }
+        if let DataConfig::Csv(csv) = &mut self.data {
+            csv.file = base.join(&csv.file);
+            if let Some(test) = &mut csv.test_file {
+                *test = base.join(&*test);
+            }
+        }
         if let PartitionScheme::File { file } = &mut self.partition.scheme {
             *file = base.join(&*file);
         }
@@ -486,7 +499,33 @@ impl ExperimentConfig {
                 ),
             );
         }
-        for (field, message) in self.model.problems(self.data.shape().sample) {
+        let split = match &self.data {
+            DataConfig::BreastCancer(split) => Some(split.clone()),
+            DataConfig::Csv(csv) => {
+                for (field, file) in [
+                    ("file", Some(&csv.file)),
+                    ("test_file", csv.test_file.as_ref()),
+                ] {
+                    if let Some(file) = file {
+                        check(
+                            file.is_file(),
+                            &format!("data.{field}"),
+                            format!("file {} does not exist", file.display()),
+                        );
+                    }
+                }
+                csv.test_file.is_none().then(|| csv.split())
+            }
+            _ => None,
+        };
+        for (field, message) in split
+            .as_ref()
+            .map(SplitOptions::problems)
+            .unwrap_or_default()
+        {
+            check(false, &format!("data.{field}"), message);
+        }
+        for (field, message) in self.model.problems(self.data.sample_kind()) {
             check(false, &format!("model.{field}"), message);
         }
         let fed = &self.federation;

@@ -9,7 +9,12 @@ use super::ConfigError;
 
 /// Fields that hold paths. Paths in the file are relative to the file's folder; a path given
 /// on the command line is relative to the current folder, like any other command-line path.
-const PATH_FIELDS: [&[&str]; 2] = [&["data", "dir"], &["partition", "file"]];
+const PATH_FIELDS: [&[&str]; 4] = [
+    &["data", "dir"],
+    &["data", "file"],
+    &["data", "test_file"],
+    &["partition", "file"],
+];
 
 /// One `--set`.
 #[derive(Debug, Clone, PartialEq)]

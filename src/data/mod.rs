@@ -5,13 +5,14 @@
 //! resident memory tracks the data's size; samples become `f32` features one batch at a time.
 //! Each source has its own file: [`mnist`] for MNIST and Fashion-MNIST (built into the binary,
 //! or read from a folder through [`source`]), [`synthetic`] for the FedProx paper's generated
-//! data.
+//! data, [`tabular`] for CSV tables (one, Breast Cancer Wisconsin, built in).
 
 pub mod idx;
 pub mod mnist;
 pub mod partition;
 pub mod source;
 pub mod synthetic;
+pub mod tabular;
 
 use std::path::PathBuf;
 
@@ -71,11 +72,31 @@ impl SampleShape {
         self.len() == 0
     }
 
-    /// What the samples are, for messages: "28x28 images with 1 channel".
+    /// What kind of sample this is.
+    pub fn kind(self) -> SampleKind {
+        match self {
+            SampleShape::Image(shape) => SampleKind::Image(shape),
+            SampleShape::Row(_) => SampleKind::Row,
+        }
+    }
+}
+
+/// What is known of a data set's samples before its files are read: enough to tell whether a
+/// model can take them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleKind {
+    /// Images of `[channels, height, width]`.
+    Image([usize; 3]),
+    /// Rows of numeric features.
+    Row,
+}
+
+impl SampleKind {
+    /// What the samples are, for messages: "28x28 images with 1 channels".
     pub fn describe(self) -> String {
         match self {
-            SampleShape::Image([c, h, w]) => format!("{h}x{w} images with {c} channels"),
-            SampleShape::Row(width) => format!("rows of {width} features"),
+            SampleKind::Image([c, h, w]) => format!("{h}x{w} images with {c} channels"),
+            SampleKind::Row => "rows of numeric features".into(),
         }
     }
 }

@@ -14,7 +14,7 @@ use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::data::{DataShape, SampleShape};
+use crate::data::{DataShape, SampleKind, SampleShape};
 
 pub use cnn::Cnn;
 pub use mlp::Mlp;
@@ -57,7 +57,7 @@ impl ModelConfig {
 
     /// Why the model cannot take samples of `sample`, if it cannot; and every problem with
     /// its hyperparameters, as (field under `model`, message).
-    pub fn problems(&self, sample: SampleShape) -> Vec<(String, String)> {
+    pub fn problems(&self, sample: SampleKind) -> Vec<(String, String)> {
         let mut problems = Vec::new();
         if let ModelConfig::Mlp { hidden } = self
             && let Some(i) = hidden.iter().position(|&units| units == 0)
@@ -67,7 +67,7 @@ impl ModelConfig {
                 "is 0; every hidden layer needs at least 1 unit".into(),
             ));
         }
-        if let (ModelConfig::Cnn {}, SampleShape::Image([_, height, width])) = (self, sample)
+        if let (ModelConfig::Cnn {}, SampleKind::Image([_, height, width])) = (self, sample)
             && (height % cnn::DOWNSAMPLING != 0 || width % cnn::DOWNSAMPLING != 0)
         {
             problems.push((
@@ -75,7 +75,7 @@ impl ModelConfig {
                 format!("\"cnn\" needs image sides divisible by 4; the data set's images are {height}x{width}"),
             ));
         }
-        if let (ModelConfig::Cnn {}, SampleShape::Row(_)) = (self, sample) {
+        if let (ModelConfig::Cnn {}, SampleKind::Row) = (self, sample) {
             problems.push((
                 "name".into(),
                 format!(

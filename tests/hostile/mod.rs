@@ -9,6 +9,7 @@ use fedsim::checkpoint::RunState;
 use fedsim::config::{ExperimentConfig, Override};
 use fedsim::data::idx::parse_idx;
 use fedsim::data::partition::Partition;
+use fedsim::data::tabular::parse_csv;
 
 /// An experiment file's bytes: parsed and validated, and the error displayed. Then the same
 /// bytes as a `--set` argument, applied to the shipped default experiment's JSON.
@@ -63,5 +64,17 @@ pub fn checkpoint(data: &[u8]) {
         let again = RunState::from_bytes(&state.to_bytes()).expect("a written checkpoint reads");
         assert_eq!(again.round, state.round);
         assert_eq!(again.model.len(), state.model.len());
+    }
+}
+
+/// A CSV table's bytes, with its label column named `y`.
+pub fn csv_table(data: &[u8]) {
+    match parse_csv(Path::new("fuzzed.csv"), data, "y") {
+        Ok(table) => {
+            assert!(!table.labels.is_empty() && table.width() > 0);
+            assert_eq!(table.features.len(), table.labels.len() * table.width());
+            assert!(table.features.iter().all(|v| v.is_finite()));
+        }
+        Err(error) => assert!(error.to_string().starts_with("fuzzed.csv")),
     }
 }

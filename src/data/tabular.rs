@@ -1,0 +1,467 @@
+//! Tables of numeric features in CSV files: a header row, one sample per row, and a label
+//! column named in the experiment file. The Breast Cancer Wisconsin (Diagnostic) table ships
+//! built in.
+//!
+//! Labels are class indices (`0`, `1`, …) or class names; names are numbered in sorted order.
+//! Features may be standardised with the training split's mean and standard deviation per
+//! column, which tabular features (areas in the thousands beside ratios below one) need before
+//! SGD treats them alike.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+
+use super::source::{Embedded, Reader, Source, embedded};
+use super::{DataError, DataFile, DataShape, Dataset, SampleShape, TrainTest};
+use crate::seed::{Purpose, stream};
+
+/// The draw of the test rows from a single table.
+const TEST_SPLIT: Purpose = Purpose::new("test-split");
+
+/// The most classes a table may have: labels are stored in a byte.
+const MAX_CLASSES: usize = 256;
+
+/// The Breast Cancer Wisconsin (Diagnostic) table, built in.
+pub static BREAST_CANCER: Embedded =
+    embedded!("breast-cancer", ["SHA256SUMS", "breast-cancer.csv"]);
+
+/// The label column of the built-in table.
+const BREAST_CANCER_LABEL: &str = "diagnosis";
+
+/// How a table's rows become a training and a test split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitOptions {
+    /// The fraction of the rows drawn (from the seed) for the test set, in `(0, 1)`, when there
+    /// is no separate test file. Default 0.2.
+    #[serde(default = "default_test_fraction")]
+    pub test_fraction: f64,
+    /// Whether to scale each feature column to zero mean and unit variance over the training
+    /// split (the test split gets the same scaling). Default true.
+    #[serde(default = "yes")]
+    pub standardize: bool,
+}
+
+impl Default for SplitOptions {
+    fn default() -> Self {
+        Self {
+            test_fraction: default_test_fraction(),
+            standardize: true,
+        }
+    }
+}
+
+fn default_test_fraction() -> f64 {
+    0.2
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A user's CSV files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CsvConfig {
+    /// The table (`.csv`, or gzipped `.csv.gz`); relative paths are resolved against the
+    /// experiment file's folder.
+    pub file: PathBuf,
+    /// The header name of the label column; every other column is a feature.
+    pub label: String,
+    /// A second table with the same columns to test on; without it, `test_fraction` of `file`'s
+    /// rows are drawn for testing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_file: Option<PathBuf>,
+    /// As [`SplitOptions::test_fraction`].
+    #[serde(default = "default_test_fraction")]
+    pub test_fraction: f64,
+    /// As [`SplitOptions::standardize`].
+    #[serde(default = "yes")]
+    pub standardize: bool,
+}
+
+impl CsvConfig {
+    /// How the rows are split and scaled.
+    pub fn split(&self) -> SplitOptions {
+        SplitOptions {
+            test_fraction: self.test_fraction,
+            standardize: self.standardize,
+        }
+    }
+}
+
+impl SplitOptions {
+    /// Every problem with the values, as (field under `data`, message).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let fraction = self.test_fraction;
+        if fraction > 0.0 && fraction < 1.0 {
+            Vec::new()
+        } else {
+            vec![(
+                "test_fraction",
+                format!("is {fraction}; must be between 0 and 1, both excluded"),
+            )]
+        }
+    }
+}
+
+/// Loads the built-in Breast Cancer Wisconsin (Diagnostic) table, its test rows drawn from
+/// `seed`.
+pub fn load_breast_cancer(split: &SplitOptions, seed: u64) -> Result<TrainTest, DataError> {
+    let mut reader = Reader::new(Source::Embedded(&BREAST_CANCER))?;
+    let table = read_table(&mut reader, "breast-cancer.csv", BREAST_CANCER_LABEL)?;
+    split_and_scale(table, None, split, seed, reader.into_files())
+}
+
+/// Loads a user's CSV files (test rows drawn from `seed` if there is no test file), each checked against a `SHA256SUMS` in its folder if there is one.
+pub fn load_csv(config: &CsvConfig, seed: u64) -> Result<TrainTest, DataError> {
+    let mut files = Vec::new();
+    let mut read = |file: &Path| -> Result<Table, DataError> {
+        let folder = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let name = file.file_name().unwrap_or_default().to_string_lossy();
+        // The reader finds `name.gz` by itself.
+        let name = name.strip_suffix(".gz").unwrap_or(&name);
+        let mut reader = Reader::new(Source::Folder(folder))?;
+        let table = read_table(&mut reader, name, &config.label)?;
+        files.extend(reader.into_files());
+        Ok(table)
+    };
+    let train = read(&config.file)?;
+    let test = config.test_file.as_deref().map(&mut read).transpose()?;
+    split_and_scale(train, test, &config.split(), seed, files)
+}
+
+/// A table as read: features row after row, and each row's label as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// The feature columns' names, in order.
+    pub columns: Vec<String>,
+    /// `columns.len()` features per row, row after row.
+    pub features: Vec<f32>,
+    /// Each row's label, as written.
+    pub labels: Vec<String>,
+}
+
+impl Table {
+    /// Number of feature columns.
+    pub fn width(&self) -> usize {
+        self.columns.len()
+    }
+}
+
+/// Reads the CSV file `name` from `reader`, with `label` as the label column.
+fn read_table(reader: &mut Reader, name: &str, label: &str) -> Result<Table, DataError> {
+    let (path, bytes) = reader.read(name)?;
+    parse_csv(&path, &bytes, label)
+}
+
+/// Parses a CSV table with `label` as the label column, naming `path`, the line and the column
+/// in any error.
+pub fn parse_csv(path: &Path, bytes: &[u8], label: &str) -> Result<Table, DataError> {
+    let corrupt = |reason: String| DataError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut csv = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
+    let header = csv
+        .headers()
+        .map_err(|e| corrupt(format!("has no readable header row: {e}")))?
+        .clone();
+    let names: Vec<String> = header.iter().map(|name| name.trim().to_string()).collect();
+    let label_at = names.iter().position(|name| name == label).ok_or_else(|| {
+        corrupt(format!(
+            "has no column {label:?} for the labels; its header names {}",
+            quoted_list(&names)
+        ))
+    })?;
+    let mut table = Table {
+        path: path.to_path_buf(),
+        columns: names
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != label_at)
+            .map(|(_, name)| name.clone())
+            .collect(),
+        features: Vec::new(),
+        labels: Vec::new(),
+    };
+    for record in csv.records() {
+        let record = record.map_err(|e| corrupt(format!("cannot be read as CSV: {e}")))?;
+        let line = record.position().map_or(0, |p| p.line());
+        if record.len() != names.len() {
+            return Err(corrupt(format!(
+                "line {line} has {} fields; the header has {}",
+                record.len(),
+                names.len()
+            )));
+        }
+        for (i, field) in record.iter().enumerate() {
+            if i == label_at {
+                table.labels.push(field.trim().to_string());
+                continue;
+            }
+            let value: f32 = field
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f32| v.is_finite())
+                .ok_or_else(|| {
+                    corrupt(format!(
+                        "line {line}, column {:?}: {field:?} is not a finite number",
+                        names[i]
+                    ))
+                })?;
+            table.features.push(value);
+        }
+    }
+    if table.labels.is_empty() {
+        return Err(corrupt("has a header but no rows".into()));
+    }
+    if table.columns.is_empty() {
+        return Err(corrupt(format!(
+            "has no feature columns besides the label column {label:?}"
+        )));
+    }
+    Ok(table)
+}
+
+fn quoted_list(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| format!("{name:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The classes of the labels written in some tables: the numbers themselves when every label
+/// is a class index, the sorted names otherwise.
+enum Classes {
+    Indices(usize),
+    Names(Vec<String>),
+}
+
+impl Classes {
+    fn of(tables: &[&Table]) -> Result<Self, DataError> {
+        let labels = || tables.iter().flat_map(|t| t.labels.iter());
+        let indices: Option<Vec<usize>> = labels().map(|l| l.parse().ok()).collect();
+        let classes = match indices {
+            Some(indices) => Classes::Indices(indices.into_iter().max().map_or(0, |m| m + 1)),
+            None => Classes::Names(
+                labels()
+                    .cloned()
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+            ),
+        };
+        if classes.count() > MAX_CLASSES {
+            return Err(DataError::Corrupt {
+                path: tables[0].path.clone(),
+                reason: format!(
+                    "has {} classes in its label column; fedsim takes at most {MAX_CLASSES}",
+                    classes.count()
+                ),
+            });
+        }
+        Ok(classes)
+    }
+
+    fn count(&self) -> usize {
+        match self {
+            Classes::Indices(count) => *count,
+            Classes::Names(names) => names.len(),
+        }
+    }
+
+    fn label(&self, written: &str) -> u8 {
+        let index = match self {
+            Classes::Indices(_) => written.parse().expect("every label parsed as an index"),
+            Classes::Names(names) => names
+                .binary_search_by(|name| name.as_str().cmp(written))
+                .expect("every label is among the names"),
+        };
+        u8::try_from(index).expect("at most 256 classes")
+    }
+}
+
+/// Makes the training and test splits: `test` if given (its columns must match), else rows of
+/// `train` drawn from `seed`; then scales the features as `split` says.
+fn split_and_scale(
+    train: Table,
+    test: Option<Table>,
+    split: &SplitOptions,
+    seed: u64,
+    files: Vec<DataFile>,
+) -> Result<TrainTest, DataError> {
+    if let Some(test) = &test
+        && test.columns != train.columns
+    {
+        return Err(DataError::Corrupt {
+            path: test.path.clone(),
+            reason: format!(
+                "has feature columns {}; {} has {}",
+                quoted_list(&test.columns),
+                train.path.display(),
+                quoted_list(&train.columns)
+            ),
+        });
+    }
+    let tables: Vec<&Table> = std::iter::once(&train).chain(test.as_ref()).collect();
+    let classes = Classes::of(&tables)?;
+    let width = train.width();
+    let rows = |table: &Table| -> Vec<(Vec<f32>, u8)> {
+        table
+            .features
+            .chunks_exact(width)
+            .zip(&table.labels)
+            .map(|(row, label)| (row.to_vec(), classes.label(label)))
+            .collect()
+    };
+    let (train_rows, test_rows) = match &test {
+        Some(test) => (rows(&train), rows(test)),
+        None => {
+            let mut all = rows(&train);
+            all.shuffle(&mut stream(seed, TEST_SPLIT, 0, 0));
+            let test_len = ((all.len() as f64 * split.test_fraction).round() as usize)
+                .clamp(1, all.len().saturating_sub(1).max(1));
+            let train_rows = all.split_off(test_len);
+            (train_rows, all)
+        }
+    };
+    let shape = DataShape {
+        sample: SampleShape::Row(width),
+        num_classes: classes.count(),
+    };
+    let scale = split
+        .standardize
+        .then(|| Standardization::fit(&train_rows, width));
+    let dataset = |rows: Vec<(Vec<f32>, u8)>| {
+        let (mut features, labels): (Vec<f32>, Vec<u8>) = (
+            rows.iter()
+                .flat_map(|(row, _)| row.iter().copied())
+                .collect(),
+            rows.iter().map(|&(_, label)| label).collect(),
+        );
+        if let Some(scale) = &scale {
+            scale.apply(&mut features);
+        }
+        Dataset::from_floats(features, labels, shape)
+    };
+    Ok(TrainTest {
+        train: dataset(train_rows),
+        test: dataset(test_rows),
+        natural_clients: None,
+        files,
+    })
+}
+
+/// Per-column mean and standard deviation.
+struct Standardization {
+    mean: Vec<f64>,
+    std: Vec<f64>,
+}
+
+impl Standardization {
+    fn fit(rows: &[(Vec<f32>, u8)], width: usize) -> Self {
+        let n = rows.len().max(1) as f64;
+        let mut mean = vec![0.0; width];
+        for (row, _) in rows {
+            mean.iter_mut()
+                .zip(row)
+                .for_each(|(m, &v)| *m += f64::from(v) / n);
+        }
+        let mut variance = vec![0.0; width];
+        for (row, _) in rows {
+            for ((var, m), &v) in variance.iter_mut().zip(&mean).zip(row) {
+                *var += (f64::from(v) - m).powi(2) / n;
+            }
+        }
+        // A constant column stays centred at zero rather than dividing by zero.
+        let std = variance
+            .into_iter()
+            .map(|v: f64| if v > 0.0 { v.sqrt() } else { 1.0 })
+            .collect();
+        Self { mean, std }
+    }
+
+    fn apply(&self, features: &mut [f32]) {
+        for row in features.chunks_exact_mut(self.mean.len()) {
+            for ((v, m), s) in row.iter_mut().zip(&self.mean).zip(&self.std) {
+                *v = ((f64::from(*v) - m) / s) as f32;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Table, String> {
+        parse_csv(Path::new("t.csv"), text.as_bytes(), "y").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_table_reads_its_features_and_labels_by_column_name() {
+        let table = parse("a,y,b\n1,cat,2\n3,dog,4.5\n").unwrap();
+        assert_eq!(table.columns, ["a", "b"]);
+        assert_eq!(table.features, [1.0, 2.0, 3.0, 4.5]);
+        assert_eq!(table.labels, ["cat", "dog"]);
+    }
+
+    #[test]
+    fn bad_rows_are_named_with_their_line_and_column() {
+        let short = parse("a,y\n1,0\n2\n").unwrap_err();
+        assert!(
+            short.contains("t.csv line 3 has 1 fields; the header has 2"),
+            "{short}"
+        );
+        let text = parse("a,y\n1,0\nx,1\n").unwrap_err();
+        assert!(
+            text.contains("line 3, column \"a\": \"x\" is not a finite number"),
+            "{text}"
+        );
+        let missing = parse("a,b\n1,0\n").unwrap_err();
+        assert!(
+            missing.contains("no column \"y\"") && missing.contains("\"a\", \"b\""),
+            "{missing}"
+        );
+        let empty = parse("a,y\n").unwrap_err();
+        assert!(empty.contains("no rows"), "{empty}");
+    }
+
+    #[test]
+    fn names_are_numbered_in_sorted_order_and_indices_kept() {
+        let named = parse("a,y\n1,dog\n2,cat\n").unwrap();
+        let classes = Classes::of(&[&named]).unwrap();
+        assert_eq!((classes.label("cat"), classes.label("dog")), (0, 1));
+        let indexed = parse("a,y\n1,3\n2,0\n").unwrap();
+        assert_eq!(Classes::of(&[&indexed]).unwrap().count(), 4);
+    }
+
+    #[test]
+    fn standardised_training_columns_have_zero_mean_and_unit_variance() {
+        let rows = vec![(vec![1.0, 5.0], 0), (vec![3.0, 5.0], 1)];
+        let scale = Standardization::fit(&rows, 2);
+        let mut features = vec![1.0, 5.0, 3.0, 5.0];
+        scale.apply(&mut features);
+        assert_eq!(features, [-1.0, 0.0, 1.0, 0.0]);
+    }
+
+    #[test]
+    fn the_built_in_table_splits_by_seed() {
+        let split = SplitOptions::default();
+        let data = load_breast_cancer(&split, 1).unwrap();
+        assert_eq!((data.train.len(), data.test.len()), (455, 114));
+        assert_eq!(data.train.shape().sample, SampleShape::Row(30));
+        assert_eq!(data.train.num_classes(), 2);
+        let again = load_breast_cancer(&split, 1).unwrap();
+        assert_eq!(data.train.labels(), again.train.labels());
+        let other = load_breast_cancer(&split, 2).unwrap();
+        assert_ne!(data.train.labels(), other.train.labels());
+    }
+}
