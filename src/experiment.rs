@@ -10,7 +10,7 @@ use crate::checkpoint::RunState;
 use crate::config::{DataConfig, ExperimentConfig, PartitionScheme};
 use crate::data::mnist::{FASHION_MNIST, MNIST};
 use crate::data::partition::{Partition, PartitionError};
-use crate::data::{DataFile, Dataset, TrainTest, tabular};
+use crate::data::{DataFile, Dataset, TrainTest, numpy, tabular};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
@@ -75,6 +75,20 @@ impl Experiment {
             }
             DataConfig::BreastCancer(split) => tabular::load_breast_cancer(split, split_seed)?,
             DataConfig::Csv(csv) => tabular::load_csv(csv, split_seed)?,
+            DataConfig::Numpy(arrays) => {
+                let data = numpy::load(arrays)?;
+                // Arrays may hold images or rows: only now is it known whether the model
+                // fits them.
+                let sample = data.train.shape().sample;
+                let problems = config.model.problems(sample.kind());
+                if let Some((field, message)) = problems.into_iter().next() {
+                    return Err(Error::ModelDoesNotFit(format!(
+                        "{} holds {sample}; model.{field}: {message}",
+                        arrays.path.display()
+                    )));
+                }
+                data
+            }
         };
         let partition = partition(&config, &data)?;
         let (training, held_out) = partition.hold_out(config.eval.client_test_fraction, split_seed);

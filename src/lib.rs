@@ -40,6 +40,9 @@ pub enum Error {
     /// A data or partition file is missing or malformed.
     #[error(transparent)]
     Data(#[from] data::DataError),
+    /// The model cannot take the samples the data files hold (known only once they are read).
+    #[error("{0}")]
+    ModelDoesNotFit(String),
     /// The partition cannot be drawn with the configured parameters.
     #[error("cannot partition the data: {0}")]
     Partition(#[from] data::partition::PartitionError),
@@ -74,7 +77,11 @@ impl Error {
     pub fn is_bad_input(&self) -> bool {
         use report::run_folder::FolderError;
         match self {
-            Error::Config(_) | Error::Data(_) | Error::Partition(_) | Error::Sweep(_) => true,
+            Error::Config(_)
+            | Error::Data(_)
+            | Error::ModelDoesNotFit(_)
+            | Error::Partition(_)
+            | Error::Sweep(_) => true,
             Error::Folder(error) => !matches!(error, FolderError::Write(_)),
             Error::Report(error) => !matches!(error, compare::ReportError::Write(_)),
             _ => false,

@@ -247,3 +247,144 @@ fn a_bad_csv_row_is_named_with_its_file_line_and_column() {
         "{stderr}"
     );
 }
+
+/// The first `count` samples of an embedded MNIST split (`prefix` `train` or `t10k`): pixels
+/// and labels, read straight from the IDX files.
+fn mnist_part(prefix: &str, count: usize) -> (Vec<u8>, Vec<u8>) {
+    let read = |name: &str, header: usize| {
+        let path = common::root().join(format!("datasets/mnist/{prefix}-{name}.gz"));
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(fs::File::open(path).unwrap()),
+            &mut bytes,
+        )
+        .unwrap();
+        bytes.split_off(header)
+    };
+    let mut pixels = read("images-idx3-ubyte", 16);
+    pixels.truncate(count * 784);
+    let mut labels = read("labels-idx1-ubyte", 8);
+    labels.truncate(count);
+    (pixels, labels)
+}
+
+/// An `.npy` file of `values` with `shape`.
+fn npy<T: npyz::AutoSerialize>(shape: &[u64], values: impl IntoIterator<Item = T>) -> Vec<u8> {
+    use npyz::WriterBuilder;
+    let mut bytes = Vec::new();
+    let mut writer = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(&mut bytes)
+        .begin_nd()
+        .unwrap();
+    writer.extend(values).unwrap();
+    writer.finish().unwrap();
+    bytes
+}
+
+/// 2,000 training and 500 test MNIST samples as NumPy arrays, pixels as `pixels` makes them:
+/// `(name, npy bytes)` for each of `x_train`, `y_train`, `x_test`, `y_test`.
+fn mnist_arrays(pixels: impl Fn(&[u8], u64) -> Vec<u8>) -> Vec<(&'static str, Vec<u8>)> {
+    let (train_x, train_y) = mnist_part("train", 2000);
+    let (test_x, test_y) = mnist_part("t10k", 500);
+    vec![
+        ("x_train", pixels(&train_x, 2000)),
+        (
+            "y_train",
+            npy(&[2000], train_y.iter().map(|&l| i64::from(l))),
+        ),
+        ("x_test", pixels(&test_x, 500)),
+        ("y_test", npy(&[500], test_y)),
+    ]
+}
+
+/// Writes `arrays` as an `.npz` archive at `path`, deflated as `np.savez_compressed` does.
+fn write_npz(path: &Path, arrays: &[(&str, Vec<u8>)]) {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(fs::File::create(path).unwrap());
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (name, bytes) in arrays {
+        zip.start_file(format!("{name}.npy"), options).unwrap();
+        zip.write_all(bytes).unwrap();
+    }
+    zip.finish().unwrap();
+}
+
+/// Runs a three-round MLP experiment on the arrays at `path` (an archive or a folder).
+fn run_on_arrays(dir: &Path, path: &Path, run: &str) -> PathBuf {
+    let copy = copy_of("mnist-t1", dir, |v| {
+        v["federation"] = json!({"num_clients": 10, "clients_per_round": 5, "rounds": 3});
+        v["client"] = json!({"epochs": 5, "batch_size": 32, "lr": 0.1});
+        v["data"] = json!({"dataset": "numpy", "path": path});
+    });
+    let out = dir.join(run);
+    run_ok(&copy, &out, &[]);
+    out
+}
+
+#[test]
+fn numpy_arrays_train_alike_as_bytes_or_floats_archived_or_in_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let as_bytes = |pixels: &[u8], n: u64| npy(&[n, 28, 28], pixels.iter().copied());
+    // float32 pixels scaled as fedsim scales bytes, with a channels-last axis.
+    let as_floats = |pixels: &[u8], n: u64| {
+        npy(
+            &[n, 28, 28, 1],
+            pixels.iter().map(|&p| f32::from(p) / 255.0),
+        )
+    };
+    let archive = dir.path().join("mnist.npz");
+    write_npz(&archive, &mnist_arrays(as_bytes));
+    let folder = dir.path().join("arrays");
+    fs::create_dir(&folder).unwrap();
+    for (name, bytes) in mnist_arrays(as_floats) {
+        fs::write(folder.join(format!("{name}.npy")), bytes).unwrap();
+    }
+    let bytes_run = run_on_arrays(dir.path(), &archive, "bytes");
+    let floats_run = run_on_arrays(dir.path(), &folder, "floats");
+    assert_eq!(model_bytes(&bytes_run), model_bytes(&floats_run));
+    let accuracy = summary(&bytes_run)["final_accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.6, "{accuracy}");
+}
+
+#[test]
+fn bad_numpy_arrays_are_named_with_what_was_expected() {
+    let dir = tempfile::tempdir().unwrap();
+    let as_bytes = |pixels: &[u8], n: u64| npy(&[n, 28, 28], pixels.iter().copied());
+    let rejected = |arrays: Vec<(&str, Vec<u8>)>, model: &str, expected: &[&str]| {
+        let archive = dir.path().join("bad.npz");
+        write_npz(&archive, &arrays);
+        let copy = copy_of("mnist-t1", dir.path(), |v| {
+            v["data"] = json!({"dataset": "numpy", "path": archive});
+            v["model"] = json!(model);
+        });
+        let output = fedsim(&["run", copy.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        for part in expected {
+            assert!(stderr.contains(part), "{part:?} not in: {stderr}");
+        }
+    };
+    let mut float_labels = mnist_arrays(as_bytes);
+    float_labels[1].1 = npy(&[2000], (0..2000).map(|i| (i % 10) as f32));
+    rejected(
+        float_labels,
+        "mlp",
+        &["bad.npz/y_train.npy", "labels must be integers"],
+    );
+    let mut cut = mnist_arrays(as_bytes);
+    cut[2].1.truncate(1000);
+    rejected(cut, "mlp", &["x_test.npy is truncated", "[500, 28, 28]"]);
+    let mut missing = mnist_arrays(as_bytes);
+    missing.pop();
+    rejected(missing, "mlp", &["y_test.npy is missing"]);
+    let rows = |pixels: &[u8], n: u64| npy(&[n, 784], pixels.iter().copied());
+    rejected(
+        mnist_arrays(rows),
+        "cnn",
+        &["bad.npz holds rows of 784 features", "\"cnn\" takes images"],
+    );
+}

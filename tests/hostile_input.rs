@@ -52,6 +52,11 @@ fn csv_tables_never_panic() {
 }
 
 #[test]
+fn npy_arrays_never_panic() {
+    replay_all("npy", hostile::npy);
+}
+
+#[test]
 fn checkpoints_never_panic() {
     replay_all("checkpoint", hostile::checkpoint);
 }

@@ -28,6 +28,7 @@ pub use work::{LocalWork, Work, WorkPlan};
 
 use crate::backend::BackendKind;
 pub use crate::byzantine::ByzantineConfig;
+use crate::data::numpy::NumpyConfig;
 use crate::data::synthetic::{MAX_USERS, SyntheticConfig};
 use crate::data::tabular::{CsvConfig, SplitOptions};
 use crate::data::{Normalization, SampleKind};
@@ -105,6 +106,9 @@ pub enum DataConfig {
     BreastCancer(SplitOptions),
     /// A table of numeric features in a CSV file with a header row.
     Csv(CsvConfig),
+    /// NumPy arrays `x_train`, `y_train`, `x_test`, `y_test` in an `.npz` archive or a folder
+    /// of `.npy` files.
+    Numpy(NumpyConfig),
 }
 
 /// Where the IDX files of MNIST or Fashion-MNIST are, and how pixels become features.
@@ -130,16 +134,21 @@ impl DataConfig {
             DataConfig::Synthetic(_) => "synthetic",
             DataConfig::BreastCancer(_) => "breast-cancer",
             DataConfig::Csv(_) => "csv",
+            DataConfig::Numpy(_) => "numpy",
         }
     }
 
-    /// What the samples are, known before any file is read.
-    pub fn sample_kind(&self) -> SampleKind {
+    /// What the samples are, if known before any file is read (arrays may hold images or
+    /// rows).
+    pub fn sample_kind(&self) -> Option<SampleKind> {
         match self {
-            DataConfig::Mnist(_) | DataConfig::FashionMnist(_) => SampleKind::Image([1, 28, 28]),
-            DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => {
-                SampleKind::Row
+            DataConfig::Mnist(_) | DataConfig::FashionMnist(_) => {
+                Some(SampleKind::Image([1, 28, 28]))
             }
+            DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => {
+                Some(SampleKind::Row)
+            }
+            DataConfig::Numpy(_) => None,
         }
     }
 
@@ -152,14 +161,14 @@ impl DataConfig {
     pub fn dir(&self) -> Option<&Path> {
         match self {
             DataConfig::Mnist(files) | DataConfig::FashionMnist(files) => files.dir.as_deref(),
-            DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => None,
+            _ => None,
         }
     }
 
     fn dir_mut(&mut self) -> Option<&mut PathBuf> {
         match self {
             DataConfig::Mnist(files) | DataConfig::FashionMnist(files) => files.dir.as_mut(),
-            DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => None,
+            _ => None,
         }
     }
 }
@@ -443,11 +452,15 @@ impl ExperimentConfig {
         if let Some(dir) = self.data.dir_mut() {
             *dir = base.join(&*dir);
         }
-        if let DataConfig::Csv(csv) = &mut self.data {
-            csv.file = base.join(&csv.file);
-            if let Some(test) = &mut csv.test_file {
-                *test = base.join(&*test);
+        match &mut self.data {
+            DataConfig::Csv(csv) => {
+                csv.file = base.join(&csv.file);
+                if let Some(test) = &mut csv.test_file {
+                    *test = base.join(&*test);
+                }
             }
+            DataConfig::Numpy(numpy) => numpy.path = base.join(&numpy.path),
+            _ => {}
         }
         if let PartitionScheme::File { file } = &mut self.partition.scheme {
             *file = base.join(&*file);
@@ -525,7 +538,8 @@ impl ExperimentConfig {
         {
             check(false, &format!("data.{field}"), message);
         }
-        for (field, message) in self.model.problems(self.data.sample_kind()) {
+        let kind = self.data.sample_kind();
+        for (field, message) in kind.map(|k| self.model.problems(k)).unwrap_or_default() {
             check(false, &format!("model.{field}"), message);
         }
         let fed = &self.federation;

@@ -9,9 +9,10 @@ use super::ConfigError;
 
 /// Fields that hold paths. Paths in the file are relative to the file's folder; a path given
 /// on the command line is relative to the current folder, like any other command-line path.
-const PATH_FIELDS: [&[&str]; 4] = [
+const PATH_FIELDS: [&[&str]; 5] = [
     &["data", "dir"],
     &["data", "file"],
+    &["data", "path"],
     &["data", "test_file"],
     &["partition", "file"],
 ];

@@ -5,10 +5,11 @@
 //! resident memory tracks the data's size; samples become `f32` features one batch at a time.
 //! Each source has its own file: [`mnist`] for MNIST and Fashion-MNIST (built into the binary,
 //! or read from a folder through [`source`]), [`synthetic`] for the FedProx paper's generated
-//! data, [`tabular`] for CSV tables (one, Breast Cancer Wisconsin, built in).
+//! data, [`numpy`] for `.npy`/`.npz` arrays, [`tabular`] for CSV tables (one, Breast Cancer Wisconsin, built in).
 
 pub mod idx;
 pub mod mnist;
+pub mod numpy;
 pub mod partition;
 pub mod source;
 pub mod synthetic;
@@ -77,6 +78,15 @@ impl SampleShape {
         match self {
             SampleShape::Image(shape) => SampleKind::Image(shape),
             SampleShape::Row(_) => SampleKind::Row,
+        }
+    }
+}
+
+impl std::fmt::Display for SampleShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SampleShape::Image([c, h, w]) => write!(f, "{h}x{w} images with {c} channels"),
+            SampleShape::Row(width) => write!(f, "rows of {width} features"),
         }
     }
 }
@@ -189,6 +199,17 @@ impl Dataset {
     /// What a sample is, and the number of classes.
     pub fn shape(&self) -> DataShape {
         self.shape
+    }
+
+    /// The same samples as a data set of `num_classes` classes (at least as many as it has
+    /// labels for), so that a training and a test split agree on the number.
+    pub fn with_classes(mut self, num_classes: usize) -> Self {
+        assert!(
+            num_classes >= self.shape.num_classes,
+            "a label would be out of range"
+        );
+        self.shape.num_classes = num_classes;
+        self
     }
 
     /// Number of classes.

@@ -8,6 +8,7 @@ use std::path::Path;
 use fedsim::checkpoint::RunState;
 use fedsim::config::{ExperimentConfig, Override};
 use fedsim::data::idx::parse_idx;
+use fedsim::data::numpy::Array;
 use fedsim::data::partition::Partition;
 use fedsim::data::tabular::parse_csv;
 
@@ -76,5 +77,13 @@ pub fn csv_table(data: &[u8]) {
             assert!(table.features.iter().all(|v| v.is_finite()));
         }
         Err(error) => assert!(error.to_string().starts_with("fuzzed.csv")),
+    }
+}
+
+/// An `.npy` file's bytes.
+pub fn npy(data: &[u8]) {
+    match Array::parse("fuzzed.npy".into(), data) {
+        Ok(array) => assert_eq!(array.shape().iter().product::<usize>(), array.len()),
+        Err(error) => assert!(error.to_string().starts_with("fuzzed.npy")),
     }
 }
