@@ -9,7 +9,7 @@ use crate::Error;
 use crate::checkpoint::RunState;
 use crate::config::{DataConfig, ExperimentConfig, PartitionScheme};
 use crate::data::mnist::{FASHION_MNIST, MNIST};
-use crate::data::partition::{Partition, PartitionError};
+use crate::data::partition::{Partition, PartitionError, PartitionStats};
 use crate::data::{DataFile, Dataset, TrainTest, numpy, tabular};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
@@ -113,13 +113,15 @@ impl Experiment {
         &self.partition
     }
 
-    /// Per-client label counts: `counts[client][label]`.
-    pub fn label_counts(&self) -> Vec<Vec<usize>> {
-        self.partition
+    /// Per-client label counts and their spread.
+    pub fn partition_stats(&self) -> PartitionStats {
+        let counts = self
+            .partition
             .clients
             .iter()
             .map(|indices| self.train.label_counts(indices))
-            .collect()
+            .collect();
+        PartitionStats::of(counts)
     }
 
     /// Starts a new run in `folder` (just created): writes the resolved config, the
@@ -135,6 +137,7 @@ impl Experiment {
         folder.write_json("config.json", config)?;
         let partition = self.partition.to_json();
         folder.write_atomically("partition.json", partition.as_bytes())?;
+        folder.write_json("partition_stats.json", &self.partition_stats())?;
         let partition_sha256 = sha256_hex(partition.as_bytes());
         let manifest = Manifest {
             environment: Environment::current(),
@@ -586,6 +589,16 @@ fn partition(config: &ExperimentConfig, data: &TrainTest) -> Result<Partition, E
         )?,
         PartitionScheme::Shards { num_shards } => {
             Partition::shards(labels, num_clients, *num_shards, rng)?
+        }
+        PartitionScheme::Labels { labels_per_client } => Partition::label_quantity(
+            labels,
+            train.num_classes(),
+            num_clients,
+            *labels_per_client,
+            rng,
+        )?,
+        PartitionScheme::Quantity { sigma } => {
+            Partition::quantity(labels.len(), num_clients, *sigma, rng)?
         }
         PartitionScheme::Natural => Partition {
             clients: data

@@ -319,7 +319,8 @@ fn partition(args: &ExperimentArgs, plot: Option<&Path>) -> Result<(), Failure> 
     let experiment = load(&args.experiment, &args.overrides, None)
         .and_then(Experiment::prepare)
         .map_err(|e| (e, None))?;
-    let counts = experiment.label_counts();
+    let stats = experiment.partition_stats();
+    let counts = &stats.label_counts;
     let classes = counts.first().map_or(0, Vec::len);
     let header: String = (0..classes).map(|c| format!("{c:>6}")).collect();
     say(format_args!("client  samples{header}"));
@@ -330,9 +331,18 @@ fn partition(args: &ExperimentArgs, plot: Option<&Path>) -> Result<(), Failure> 
             row.iter().sum::<usize>()
         ));
     }
+    say(format_args!(
+        "{} clients; samples per client: min {}, median {}, max {}; mean label entropy {:.3} bits (log2 {classes} = {:.3} for all classes alike)",
+        stats.clients,
+        stats.samples_min,
+        stats.samples_median,
+        stats.samples_max,
+        stats.mean_label_entropy_bits,
+        (classes as f64).log2()
+    ));
     if let Some(path) = plot {
         let title = format!("Labels per client: {}", experiment.config().name);
-        let svg = fedsim::compare::plots::label_distribution(&counts, &title)
+        let svg = fedsim::compare::plots::label_distribution(counts, &title)
             .expect("a chart draws to memory");
         fedsim::report::run_folder::write_atomically(path, svg.as_bytes())
             .map_err(|e| (e.into(), None))?;

@@ -245,7 +245,8 @@ fn a_misspelt_field_or_variant_gets_the_nearest_valid_name() {
 fn spaces_around_a_set_path_and_value_are_understood() {
     let output = partition_with("federation.num_clients = 20");
     assert!(output.status.success(), "{output:?}");
-    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 21);
+    // A header, 20 clients and the summary.
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 22);
 }
 
 #[test]

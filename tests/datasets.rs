@@ -388,3 +388,65 @@ fn bad_numpy_arrays_are_named_with_what_was_expected() {
         &["bad.npz holds rows of 784 features", "\"cnn\" takes images"],
     );
 }
+
+/// The summary line of `fedsim partition` on the benchmark config with `partition` set.
+fn partition_summary(partition: &str) -> String {
+    let set = format!("partition={partition}");
+    let output = fedsim(&[
+        "partition",
+        experiment("mnist-t1").to_str().unwrap(),
+        "--set",
+        &set,
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    stdout.lines().last().unwrap().to_string()
+}
+
+#[test]
+fn skewed_partitions_show_in_the_printed_statistics() {
+    let iid = partition_summary(r#"{"scheme": "iid"}"#);
+    assert!(
+        iid.starts_with("100 clients; samples per client: min 600, median 600, max 600"),
+        "{iid}"
+    );
+    // Two labels per client: at most one bit of label entropy each.
+    let labels = partition_summary(r#"{"scheme": "labels", "labels_per_client": 2}"#);
+    let entropy: f64 = labels.split("entropy ").nth(1).unwrap()[..5]
+        .parse()
+        .unwrap();
+    assert!(entropy <= 1.0, "{labels}");
+    let quantity = partition_summary(r#"{"scheme": "quantity", "sigma": 1}"#);
+    assert!(!quantity.contains("min 600, median 600"), "{quantity}");
+    assert_rejected(
+        "mnist-t1",
+        &[r#"partition={"scheme": "quantity", "sigma": -1}"#],
+        &["partition.sigma"],
+    );
+    assert_rejected(
+        "mnist-t1",
+        &[r#"partition={"scheme": "labels", "labels_per_client": 11}"#],
+        &["labels_per_client is 11", "between 1 and 10"],
+    );
+}
+
+#[test]
+fn a_run_folder_holds_the_partition_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = copy_of("breast-cancer", dir.path(), |v| {
+        v["federation"]["rounds"] = json!(1)
+    });
+    let out = dir.path().join("run");
+    run_ok(&copy, &out, &[]);
+    let stats: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("partition_stats.json")).unwrap())
+            .unwrap();
+    assert_eq!(stats["clients"], 10);
+    let counts = stats["label_counts"].as_array().unwrap();
+    let total: u64 = counts
+        .iter()
+        .flat_map(|c| c.as_array().unwrap())
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 455);
+}

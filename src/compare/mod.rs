@@ -278,7 +278,7 @@ fn label_charts(configurations: &[Configuration]) -> (Vec<Chart>, Vec<String>) {
             .and_then(|c| Experiment::prepare(c).map_err(|e| e.to_string()))
             .and_then(|experiment| {
                 let title = format!("Labels per client: {described}");
-                plots::label_distribution(&experiment.label_counts(), &title)
+                plots::label_distribution(&experiment.partition_stats().label_counts, &title)
                     .map_err(|e| e.to_string())
             });
         match drawn {

@@ -640,6 +640,16 @@ impl ExperimentConfig {
                     fed.num_clients
                 ),
             ),
+            PartitionScheme::Labels { labels_per_client } => check(
+                *labels_per_client >= 1,
+                "partition.labels_per_client",
+                "must be at least 1".into(),
+            ),
+            PartitionScheme::Quantity { sigma } => check(
+                *sigma >= 0.0 && sigma.is_finite(),
+                "partition.sigma",
+                format!("is {sigma}; must be a number of at least 0"),
+            ),
             PartitionScheme::Natural => check(
                 self.data.has_natural_clients(),
                 "partition.scheme",

@@ -45,6 +45,17 @@ pub enum PartitionScheme {
         /// Number of shards; a multiple of `federation.num_clients`.
         num_shards: usize,
     },
+    /// Label-quantity skew (NIID-Bench's `#C=k`): each client holds `labels_per_client`
+    /// distinct labels, and each label's samples are split equally among its holders.
+    Labels {
+        /// Distinct labels per client; at least 1, at most the number of labels.
+        labels_per_client: usize,
+    },
+    /// Quantity skew: client sizes proportional to LogNormal(0, `sigma`) draws, labels IID.
+    Quantity {
+        /// Spread of the sizes; 0 gives equal clients, 1 and more a few large ones.
+        sigma: f64,
+    },
     /// The clients the data set itself defines (the users of FedProx's synthetic data); the
     /// federation must have as many clients as the data set has.
     Natural,
@@ -71,6 +82,10 @@ struct RawPartition {
     #[serde(skip_serializing_if = "Option::is_none")]
     num_shards: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    labels_per_client: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sigma: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<u64>,
@@ -88,7 +103,7 @@ impl TryFrom<RawPartition> for PartitionConfig {
             (Some(scheme), None) => scheme.as_str(),
             (None, None) => {
                 return Err(
-                    "expected `scheme` (\"iid\", \"dirichlet\", \"shards\", \"natural\") or `file`"
+                    "expected `scheme` (\"iid\", \"dirichlet\", \"shards\", \"labels\", \"quantity\", \"natural\") or `file`"
                         .to_string(),
                 );
             }
@@ -97,11 +112,13 @@ impl TryFrom<RawPartition> for PartitionConfig {
             "iid" => &["seed"],
             "dirichlet" => &["alpha", "min_size", "seed"],
             "shards" => &["num_shards", "seed"],
+            "labels" => &["labels_per_client", "seed"],
+            "quantity" => &["sigma", "seed"],
             "natural" => &[],
             "file" => &["file"],
             other => {
                 return Err(format!(
-                    "unknown scheme {other:?}; expected \"iid\", \"dirichlet\", \"shards\" or \"natural\""
+                    "unknown scheme {other:?}; expected \"iid\", \"dirichlet\", \"shards\", \"labels\", \"quantity\" or \"natural\""
                 ));
             }
         };
@@ -109,6 +126,8 @@ impl TryFrom<RawPartition> for PartitionConfig {
             ("alpha", raw.alpha.is_some()),
             ("min_size", raw.min_size.is_some()),
             ("num_shards", raw.num_shards.is_some()),
+            ("labels_per_client", raw.labels_per_client.is_some()),
+            ("sigma", raw.sigma.is_some()),
             ("file", raw.file.is_some()),
             ("seed", raw.seed.is_some()),
         ];
@@ -129,6 +148,12 @@ impl TryFrom<RawPartition> for PartitionConfig {
             },
             "shards" => PartitionScheme::Shards {
                 num_shards: required(raw.num_shards, scheme, "num_shards")?,
+            },
+            "labels" => PartitionScheme::Labels {
+                labels_per_client: required(raw.labels_per_client, scheme, "labels_per_client")?,
+            },
+            "quantity" => PartitionScheme::Quantity {
+                sigma: required(raw.sigma, scheme, "sigma")?,
             },
             "natural" => PartitionScheme::Natural,
             _ => PartitionScheme::File {
@@ -159,6 +184,16 @@ impl From<PartitionConfig> for RawPartition {
             PartitionScheme::Shards { num_shards } => RawPartition {
                 scheme: scheme("shards"),
                 num_shards: Some(num_shards),
+                ..Default::default()
+            },
+            PartitionScheme::Labels { labels_per_client } => RawPartition {
+                scheme: scheme("labels"),
+                labels_per_client: Some(labels_per_client),
+                ..Default::default()
+            },
+            PartitionScheme::Quantity { sigma } => RawPartition {
+                scheme: scheme("quantity"),
+                sigma: Some(sigma),
                 ..Default::default()
             },
             PartitionScheme::Natural => RawPartition {

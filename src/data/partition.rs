@@ -192,6 +192,93 @@ impl Partition {
         Ok(Self { clients })
     }
 
+    /// Label-quantity skew, NIID-Bench's `#C=k` (Li et al., 2022, "Federated Learning on
+    /// Non-IID Data Silos"): each client holds `per_client` distinct labels, client `i`'s first
+    /// label `i mod C` (so every label has a holder when there are at least `C` clients) and
+    /// the others drawn at random; each label's shuffled samples are cut into equal parts among
+    /// its holders. Samples of a label no client holds are left out.
+    pub fn label_quantity(
+        labels: &[u8],
+        num_classes: usize,
+        num_clients: usize,
+        per_client: usize,
+        rng: &mut ChaCha12Rng,
+    ) -> Result<Self, PartitionError> {
+        let by_class = indices_by_class(labels, num_classes);
+        let present: Vec<usize> = (0..num_classes)
+            .filter(|&c| !by_class[c].is_empty())
+            .collect();
+        if per_client == 0 || per_client > present.len() {
+            return Err(PartitionError(format!(
+                "partition.labels_per_client is {per_client}; the training set has {} labels, so it must be between 1 and {}",
+                present.len(),
+                present.len()
+            )));
+        }
+        let mut holders = vec![Vec::new(); num_classes];
+        for client in 0..num_clients {
+            let first = present[client % present.len()];
+            let mut others: Vec<usize> = present.iter().copied().filter(|&c| c != first).collect();
+            others.shuffle(rng);
+            for class in std::iter::once(first).chain(others.into_iter().take(per_client - 1)) {
+                holders[class].push(client);
+            }
+        }
+        let mut clients = vec![Vec::new(); num_clients];
+        for (class, owners) in holders.iter().enumerate().filter(|(_, o)| !o.is_empty()) {
+            let mut shuffled = by_class[class].clone();
+            shuffled.shuffle(rng);
+            for (&client, part) in owners.iter().zip(split_evenly(&shuffled, owners.len())) {
+                clients[client].extend_from_slice(part);
+            }
+        }
+        if let Some(empty) = clients.iter().position(Vec::is_empty) {
+            return Err(PartitionError(format!(
+                "client {empty} got no samples: its labels have fewer samples than holders; use fewer clients or more labels per client"
+            )));
+        }
+        Ok(Self { clients })
+    }
+
+    /// Quantity skew: client sizes in proportion to draws from LogNormal(0, `sigma`) (as
+    /// FedLab's unbalanced splits), each at least one sample, filled from one shuffle of the
+    /// training set; labels stay IID.
+    pub fn quantity(
+        num_samples: usize,
+        num_clients: usize,
+        sigma: f64,
+        rng: &mut ChaCha12Rng,
+    ) -> Result<Self, PartitionError> {
+        let law = rand_distr::LogNormal::new(0.0, sigma)
+            .map_err(|e| PartitionError(format!("partition.sigma {sigma} is invalid: {e}")))?;
+        let weights: Vec<f64> = (0..num_clients).map(|_| law.sample(rng)).collect();
+        let total: f64 = weights.iter().sum();
+        // One sample each first, the rest in proportion to the weights; rounding down leaves
+        // a few samples, which go to the largest clients.
+        let spare = num_samples - num_clients;
+        let mut sizes: Vec<usize> = weights
+            .iter()
+            .map(|w| 1 + (w / total * spare as f64) as usize)
+            .collect();
+        let mut by_weight: Vec<usize> = (0..num_clients).collect();
+        by_weight.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
+        let left = num_samples - sizes.iter().sum::<usize>();
+        for &client in by_weight.iter().cycle().take(left) {
+            sizes[client] += 1;
+        }
+        let mut indices: Vec<usize> = (0..num_samples).collect();
+        indices.shuffle(rng);
+        let mut start = 0;
+        let clients = sizes
+            .iter()
+            .map(|&size| {
+                start += size;
+                indices[start - size..start].to_vec()
+            })
+            .collect();
+        Ok(Self { clients })
+    }
+
     /// The partition file's text: `{"clients": [[indices of client 0], …]}` on one line
     /// (pretty-printing would put each of the 60,000 indices on a line of its own).
     pub fn to_json(&self) -> String {
@@ -261,6 +348,57 @@ fn indices_by_class(labels: &[u8], num_classes: usize) -> Vec<Vec<usize>> {
         by_class[usize::from(label)].push(i);
     }
     by_class
+}
+
+/// What a partition gives each client, and the spread of it: what `fedsim partition` prints
+/// and a run writes to `partition_stats.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartitionStats {
+    /// Number of clients.
+    pub clients: usize,
+    /// Samples of the smallest client.
+    pub samples_min: usize,
+    /// The median client's samples (the lower middle one for an even count).
+    pub samples_median: usize,
+    /// Samples of the largest client.
+    pub samples_max: usize,
+    /// The mean over clients of the entropy, in bits, of each client's label distribution:
+    /// `log2(C)` for clients holding every class equally, 0 for clients of one class.
+    pub mean_label_entropy_bits: f64,
+    /// `label_counts[client][class]`.
+    pub label_counts: Vec<Vec<usize>>,
+}
+
+impl PartitionStats {
+    /// The statistics of per-client label counts.
+    pub fn of(label_counts: Vec<Vec<usize>>) -> Self {
+        let mut sizes: Vec<usize> = label_counts.iter().map(|c| c.iter().sum()).collect();
+        sizes.sort_unstable();
+        let entropy = |counts: &Vec<usize>| {
+            let total: usize = counts.iter().sum();
+            counts
+                .iter()
+                .filter(|&&n| n > 0)
+                .map(|&n| {
+                    let p = n as f64 / total as f64;
+                    -p * p.log2()
+                })
+                .sum::<f64>()
+        };
+        let clients = label_counts.len();
+        Self {
+            clients,
+            samples_min: sizes.first().copied().unwrap_or(0),
+            samples_median: sizes
+                .get(clients.saturating_sub(1) / 2)
+                .copied()
+                .unwrap_or(0),
+            samples_max: sizes.last().copied().unwrap_or(0),
+            mean_label_entropy_bits: label_counts.iter().map(entropy).sum::<f64>()
+                / clients.max(1) as f64,
+            label_counts,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -457,5 +595,69 @@ mod tests {
             error.contains("gives sample 1 to client 0 and again to client 1"),
             "{error}"
         );
+    }
+}
+
+#[cfg(test)]
+mod skew_tests {
+    use super::*;
+
+    fn labels() -> Vec<u8> {
+        (0..1000).map(|i| (i % 10) as u8).collect()
+    }
+
+    fn covered_once(partition: &Partition) -> usize {
+        let mut all: Vec<usize> = partition.clients.iter().flatten().copied().collect();
+        let count = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), count, "a sample went to two clients");
+        count
+    }
+
+    #[test]
+    fn each_client_gets_exactly_k_labels_and_every_label_a_holder() {
+        let labels = labels();
+        let rng = &mut stream(1, Purpose::PARTITION, 0, 0);
+        let partition = Partition::label_quantity(&labels, 10, 20, 2, rng).unwrap();
+        for client in &partition.clients {
+            let mut held: Vec<u8> = client.iter().map(|&i| labels[i]).collect();
+            held.sort_unstable();
+            held.dedup();
+            assert_eq!(held.len(), 2, "{held:?}");
+        }
+        assert_eq!(covered_once(&partition), 1000);
+        let error = Partition::label_quantity(&labels, 10, 20, 11, rng).unwrap_err();
+        assert!(error.0.contains("between 1 and 10"), "{error}");
+    }
+
+    #[test]
+    fn log_normal_sizes_differ_and_cover_the_set() {
+        let rng = &mut stream(1, Purpose::PARTITION, 0, 0);
+        let partition = Partition::quantity(1000, 20, 1.0, rng).unwrap();
+        assert_eq!(covered_once(&partition), 1000);
+        let sizes: Vec<usize> = partition.clients.iter().map(Vec::len).collect();
+        assert!(sizes.iter().all(|&n| n >= 1));
+        assert!(
+            sizes.iter().max().unwrap() > &(3 * sizes.iter().min().unwrap()),
+            "{sizes:?}"
+        );
+        let even = Partition::quantity(1000, 20, 0.0, rng).unwrap();
+        assert!(even.clients.iter().all(|c| c.len() == 50));
+    }
+
+    #[test]
+    fn statistics_give_sizes_and_label_entropy() {
+        let stats = PartitionStats::of(vec![vec![5, 5], vec![10, 0], vec![3, 0]]);
+        assert_eq!(
+            (
+                stats.clients,
+                stats.samples_min,
+                stats.samples_median,
+                stats.samples_max
+            ),
+            (3, 3, 10, 10)
+        );
+        assert!((stats.mean_label_entropy_bits - 1.0 / 3.0).abs() < 1e-12);
     }
 }
