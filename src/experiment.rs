@@ -10,7 +10,7 @@ use crate::checkpoint::RunState;
 use crate::config::{DataConfig, ExperimentConfig, PartitionScheme};
 use crate::data::mnist::{FASHION_MNIST, MNIST};
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
-use crate::data::{DataFile, Dataset, TrainTest, numpy, tabular};
+use crate::data::{DataFile, Dataset, TrainTest, cifar, numpy, tabular};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
@@ -58,10 +58,17 @@ impl Experiment {
     pub fn prepare(config: ExperimentConfig) -> Result<Self, Error> {
         // The seed of every split of the data: test rows, clients, held-out samples.
         let split_seed = config.partition.seed_or(config.seed);
-        let data = match &config.data {
+        let mut data = match &config.data {
             DataConfig::Mnist(files) => MNIST.load(files.dir.as_deref(), files.normalize)?,
             DataConfig::FashionMnist(files) => {
                 FASHION_MNIST.load(files.dir.as_deref(), files.normalize)?
+            }
+            DataConfig::Cifar10(files) => {
+                let dir = files
+                    .dir
+                    .as_deref()
+                    .expect("validation requires a CIFAR-10 dir");
+                cifar::load(dir, files.normalize)?
             }
             DataConfig::Synthetic(synthetic) => {
                 let (train, test, owned) =
@@ -90,6 +97,13 @@ impl Experiment {
                 data
             }
         };
+        if let DataConfig::Mnist(files)
+        | DataConfig::FashionMnist(files)
+        | DataConfig::Cifar10(files) = &config.data
+            && let Some(augmentation) = files.augmentation()
+        {
+            data.train = data.train.with_augmentation(augmentation);
+        }
         let partition = partition(&config, &data)?;
         let (training, held_out) = partition.hold_out(config.eval.client_test_fraction, split_seed);
         Ok(Self {

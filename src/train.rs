@@ -96,7 +96,7 @@ pub fn local_train(
             if stop.is_requested() {
                 return Err(TrainError::Stopped);
             }
-            let (input, labels) = batch(local.data, chunk, local.flip_labels, device);
+            let (input, labels) = batch(local.data, chunk, (local.flip_labels, Some(rng)), device);
             let loss = loss_fn.forward(net.forward(input), labels);
             let loss_value = f64::from(loss.clone().into_scalar::<f32>());
             if !loss_value.is_finite() {
@@ -350,7 +350,7 @@ fn logits(
     let (parts, labels): (Vec<Tensor<2>>, Vec<Tensor<1, Int>>) = indices
         .chunks(FORWARD_CHUNK)
         .map(|chunk| {
-            let (input, labels) = batch(data, chunk, false, device);
+            let (input, labels) = batch(data, chunk, (false, None), device);
             (net.forward(input), labels)
         })
         .unzip();
@@ -379,16 +379,23 @@ fn evaluate_batch(net: &Net, data: &Dataset, indices: &[usize], device: &Device)
 }
 
 /// The samples at `indices` as the model's input and a label tensor, with every label `l` as
-/// `C - 1 - l` if `flip_labels`.
+/// `C - 1 - l` if `flip_labels`, and the images augmented as the data set says with draws
+/// from `augment_rng` if one is given (local training gives its stream; evaluation none).
 fn batch(
     data: &Dataset,
     indices: &[usize],
-    flip_labels: bool,
+    (flip_labels, augment_rng): (bool, Option<&mut ChaCha12Rng>),
     device: &Device,
 ) -> (Input, Tensor<1, Int>) {
     let mut features = Vec::with_capacity(indices.len() * data.shape().sample.len());
     let mut labels = Vec::with_capacity(indices.len());
     data.gather(indices, &mut features, &mut labels);
+    if let (Some(augmentation), Some(rng), SampleShape::Image(image)) =
+        (data.augmentation(), augment_rng, data.shape().sample)
+    {
+        let fill: Vec<f32> = (0..image[0]).map(|c| data.zero_feature(c)).collect();
+        augmentation.apply(&mut features, image, &fill, rng);
+    }
     if flip_labels {
         let last = data.num_classes() as i64 - 1;
         labels.iter_mut().for_each(|l| *l = last - *l);
@@ -438,7 +445,7 @@ mod tests {
                 initial_params(&Layout::of(&net), &mut stream(5, Purpose::MODEL_INIT, 0, 0));
             let net = flat::load(net, &params);
             let (chunked, _) = logits(&net, &data, &indices, &device);
-            let (images, _) = batch(&data, &indices, false, &device);
+            let (images, _) = batch(&data, &indices, (false, None), &device);
             let whole = net.forward(images);
             assert_eq!(chunked.into_data(), whole.into_data(), "{kind:?}");
         }

@@ -450,3 +450,71 @@ fn a_run_folder_holds_the_partition_statistics() {
         .sum();
     assert_eq!(total, 455);
 }
+
+/// CIFAR-10's six binary files in `dir`, `per_file` records each in the real format: a label
+/// byte, then a 32x32 image's red, green and blue planes. Each class has its own brightness per
+/// channel, with a pattern of the record on top.
+fn write_cifar_files(dir: &Path, per_file: usize) {
+    let names = [
+        "data_batch_1",
+        "data_batch_2",
+        "data_batch_3",
+        "data_batch_4",
+        "data_batch_5",
+        "test_batch",
+    ];
+    for (f, name) in names.iter().enumerate() {
+        let mut bytes = Vec::new();
+        for i in 0..per_file {
+            let label = (i + f) % 10;
+            bytes.push(label as u8);
+            bytes.extend(
+                (0..3 * 1024)
+                    .map(|p| ((20 * label + 40 * (p / 1024) + (p * 7 + i * 13) % 31) % 256) as u8),
+            );
+        }
+        fs::write(dir.join(format!("{name}.bin")), bytes).unwrap();
+    }
+}
+
+#[test]
+fn cifar10_trains_the_cifar_cnn_with_seeded_augmentation() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("cifar-10-batches-bin");
+    fs::create_dir(&data).unwrap();
+    write_cifar_files(&data, 40);
+    let run = |name: &str, augment: bool, workers: u32| {
+        let copy = copy_of("mnist-t1", dir.path(), |v| {
+            small(v, 1);
+            v["model"] = json!("cifar-cnn");
+            v["data"] = json!({"dataset": "cifar10", "dir": data, "normalize": "standard", "augment": augment});
+        });
+        let out = dir.path().join(name);
+        run_ok(
+            &copy,
+            &out,
+            &[&format!("federation.num_parallels={workers}")],
+        );
+        model_bytes(&out)
+    };
+    let augmented = run("one-worker", true, 1);
+    // 1.76M parameters: conv 3-64 and 64-64, dense 4096-384-192-10.
+    assert_eq!(augmented.len(), 4 * 1_756_426);
+    assert_eq!(augmented, run("two-workers", true, 2));
+    assert_ne!(augmented, run("plain", false, 1));
+}
+
+#[test]
+fn cifar10_needs_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = copy_of("mnist-t1", dir.path(), |v| {
+        v["data"] = json!({"dataset": "cifar10"})
+    });
+    let output = fedsim(&["run", copy.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("data.dir: CIFAR-10 is not built into fedsim"),
+        "{stderr}"
+    );
+}

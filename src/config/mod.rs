@@ -31,7 +31,7 @@ pub use crate::byzantine::ByzantineConfig;
 use crate::data::numpy::NumpyConfig;
 use crate::data::synthetic::{MAX_USERS, SyntheticConfig};
 use crate::data::tabular::{CsvConfig, SplitOptions};
-use crate::data::{Normalization, SampleKind};
+use crate::data::{Augmentation, Normalization, SampleKind};
 use crate::model::ModelConfig;
 use crate::strategy::EdgeAggregation;
 pub use crate::strategy::StrategyConfig;
@@ -97,6 +97,9 @@ pub enum DataConfig {
     Mnist(ImageFiles),
     /// Fashion-MNIST's four IDX files, named as MNIST's.
     FashionMnist(ImageFiles),
+    /// CIFAR-10's binary files (`data_batch_1.bin` … `test_batch.bin`); not built in, so
+    /// `dir` is required.
+    Cifar10(ImageFiles),
     /// The FedProx paper's Synthetic(alpha, beta), generated from the seed; its users are the
     /// natural clients (`"partition": {"scheme": "natural"}`), one per
     /// `federation.num_clients`.
@@ -120,9 +123,23 @@ pub struct ImageFiles {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
     /// Pixel scaling: `"unit"` (to `[0, 1]`, the default) or `"standard"` (then zero mean,
-    /// unit variance over the training set).
+    /// unit variance over the training set, per channel).
     #[serde(default)]
     pub normalize: Normalization,
+    /// Whether local training sees random crops (padding 4) and horizontal flips of its
+    /// images, drawn from each client's stream. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub augment: bool,
+}
+
+impl ImageFiles {
+    /// The augmentation `augment` asks for: the usual CIFAR recipe.
+    pub fn augmentation(&self) -> Option<Augmentation> {
+        self.augment.then_some(Augmentation {
+            crop_padding: 4,
+            flip: true,
+        })
+    }
 }
 
 impl DataConfig {
@@ -131,6 +148,7 @@ impl DataConfig {
         match self {
             DataConfig::Mnist(_) => "mnist",
             DataConfig::FashionMnist(_) => "fashion-mnist",
+            DataConfig::Cifar10(_) => "cifar10",
             DataConfig::Synthetic(_) => "synthetic",
             DataConfig::BreastCancer(_) => "breast-cancer",
             DataConfig::Csv(_) => "csv",
@@ -145,6 +163,7 @@ impl DataConfig {
             DataConfig::Mnist(_) | DataConfig::FashionMnist(_) => {
                 Some(SampleKind::Image([1, 28, 28]))
             }
+            DataConfig::Cifar10(_) => Some(SampleKind::Image([3, 32, 32])),
             DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => {
                 Some(SampleKind::Row)
             }
@@ -160,14 +179,18 @@ impl DataConfig {
     /// The folder the files are read from, if not the built-in copy.
     pub fn dir(&self) -> Option<&Path> {
         match self {
-            DataConfig::Mnist(files) | DataConfig::FashionMnist(files) => files.dir.as_deref(),
+            DataConfig::Mnist(files)
+            | DataConfig::FashionMnist(files)
+            | DataConfig::Cifar10(files) => files.dir.as_deref(),
             _ => None,
         }
     }
 
     fn dir_mut(&mut self) -> Option<&mut PathBuf> {
         match self {
-            DataConfig::Mnist(files) | DataConfig::FashionMnist(files) => files.dir.as_mut(),
+            DataConfig::Mnist(files)
+            | DataConfig::FashionMnist(files)
+            | DataConfig::Cifar10(files) => files.dir.as_mut(),
             _ => None,
         }
     }
@@ -512,6 +535,11 @@ impl ExperimentConfig {
                 ),
             );
         }
+        check(
+            !matches!(&self.data, DataConfig::Cifar10(files) if files.dir.is_none()),
+            "data.dir",
+            "CIFAR-10 is not built into fedsim: give the folder holding data_batch_1.bin to data_batch_5.bin and test_batch.bin (CIFAR-10's binary version)".into(),
+        );
         let split = match &self.data {
             DataConfig::BreastCancer(split) => Some(split.clone()),
             DataConfig::Csv(csv) => {

@@ -7,6 +7,8 @@
 //! or read from a folder through [`source`]), [`synthetic`] for the FedProx paper's generated
 //! data, [`numpy`] for `.npy`/`.npz` arrays, [`tabular`] for CSV tables (one, Breast Cancer Wisconsin, built in).
 
+pub mod augment;
+pub mod cifar;
 pub mod idx;
 pub mod mnist;
 pub mod numpy;
@@ -123,11 +125,12 @@ pub struct DataShape {
 /// Feature values as the data set stores them.
 #[derive(Debug, Clone)]
 enum Features {
-    /// One byte per feature (pixels), with the normalised feature each byte value stands for:
-    /// a quarter of the memory `f32` features would take.
+    /// One byte per feature (pixels), with the normalised feature each byte value stands for
+    /// in each channel (one table for all when there is one): a quarter of the memory `f32`
+    /// features would take.
     Bytes {
         values: Vec<u8>,
-        feature_of_value: Box<[f32; 256]>,
+        feature_of_value: Vec<[f32; 256]>,
     },
     /// Real-valued features, as they came.
     Floats(Vec<f32>),
@@ -141,6 +144,19 @@ pub struct Dataset {
     /// One class label per sample.
     labels: Vec<u8>,
     shape: DataShape,
+    /// The random crops and flips local training applies to this split's images, if any.
+    augmentation: Option<Augmentation>,
+}
+
+/// Random crops and horizontal flips of training images, drawn per sample from the client's
+/// training stream: the usual CIFAR recipe (pad by 4, crop back, flip half the images). See
+/// [`augment`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Augmentation {
+    /// Pixels of padding around each image before a crop of its own size is drawn.
+    pub crop_padding: usize,
+    /// Whether half the images, drawn at random, are mirrored left to right.
+    pub flip: bool,
 }
 
 impl Dataset {
@@ -152,11 +168,46 @@ impl Dataset {
         labels: Vec<u8>,
         shape: DataShape,
     ) -> Self {
+        Self::from_channel_bytes(values, |_, v| normalize(v), 1, labels, shape)
+    }
+
+    /// Builds a data set of byte-valued images whose channels are normalised apart: a byte
+    /// `v` of channel `c` stands for `normalize(c, v)`.
+    pub fn from_channel_bytes(
+        values: Vec<u8>,
+        normalize: impl Fn(usize, u8) -> f32,
+        channels: usize,
+        labels: Vec<u8>,
+        shape: DataShape,
+    ) -> Self {
         let features = Features::Bytes {
             values,
-            feature_of_value: Box::new(std::array::from_fn(|v| normalize(v as u8))),
+            feature_of_value: (0..channels)
+                .map(|c| std::array::from_fn(|v| normalize(c, v as u8)))
+                .collect(),
         };
         Self::new(features, labels, shape)
+    }
+
+    /// The same data, with `augmentation` applied to its images in local training.
+    pub fn with_augmentation(mut self, augmentation: Augmentation) -> Self {
+        self.augmentation = Some(augmentation);
+        self
+    }
+
+    /// The random crops and flips local training applies, if any.
+    pub fn augmentation(&self) -> Option<&Augmentation> {
+        self.augmentation.as_ref()
+    }
+
+    /// The feature a zero byte of channel `c` stands for (0 for real-valued features).
+    pub fn zero_feature(&self, c: usize) -> f32 {
+        match &self.features {
+            Features::Bytes {
+                feature_of_value, ..
+            } => feature_of_value[c.min(feature_of_value.len() - 1)][0],
+            Features::Floats(_) => 0.0,
+        }
     }
 
     /// Builds a data set of real-valued features; `values` must hold `labels.len()` samples
@@ -183,6 +234,7 @@ impl Dataset {
             features,
             labels,
             shape,
+            augmentation: None,
         }
     }
 
@@ -234,11 +286,12 @@ impl Dataset {
                 Features::Bytes {
                     values,
                     feature_of_value,
-                } => features.extend(
-                    values[sample]
-                        .iter()
-                        .map(|&v| feature_of_value[usize::from(v)]),
-                ),
+                } => {
+                    let per_table = len / feature_of_value.len();
+                    for (part, table) in values[sample].chunks(per_table).zip(feature_of_value) {
+                        features.extend(part.iter().map(|&v| table[usize::from(v)]));
+                    }
+                }
                 Features::Floats(values) => features.extend_from_slice(&values[sample]),
             }
             labels.push(i64::from(self.labels[i]));

@@ -4,6 +4,7 @@
 //! vector laid out by [`flat::Layout`]: that is what travels on the links and what strategies
 //! aggregate, so nothing outside this module and [`crate::train`] touches burn types.
 
+pub mod cifar_cnn;
 pub mod cnn;
 mod conv_pool;
 pub mod flat;
@@ -16,6 +17,7 @@ use serde_json::Value;
 
 use crate::data::{DataShape, SampleKind, SampleShape};
 
+pub use cifar_cnn::CifarCnn;
 pub use cnn::Cnn;
 pub use mlp::Mlp;
 
@@ -36,6 +38,10 @@ pub enum ModelConfig {
     /// The FedAvg paper's CNN: two 5x5 convolutions (32, 64 channels) with max pooling, then
     /// a 512-unit dense layer. Takes images.
     Cnn {},
+    /// The FedAvg paper's CIFAR-10 network: two 5x5 convolutions of 64 channels with 3x3
+    /// max pooling of stride 2, then dense layers of 384 and 192 units. Takes images.
+    #[serde(rename = "cifar-cnn")]
+    CifarCnn {},
 }
 
 impl ModelConfig {
@@ -52,6 +58,7 @@ impl ModelConfig {
             ModelConfig::Logistic {} => "logistic",
             ModelConfig::Mlp { .. } => "mlp",
             ModelConfig::Cnn {} => "cnn",
+            ModelConfig::CifarCnn {} => "cifar-cnn",
         }
     }
 
@@ -75,11 +82,12 @@ impl ModelConfig {
                 format!("\"cnn\" needs image sides divisible by 4; the data set's images are {height}x{width}"),
             ));
         }
-        if let (ModelConfig::Cnn {}, SampleKind::Row) = (self, sample) {
+        if let (ModelConfig::Cnn {} | ModelConfig::CifarCnn {}, SampleKind::Row) = (self, sample) {
             problems.push((
                 "name".into(),
                 format!(
-                    "\"cnn\" takes images, and the data set gives {}; use \"mlp\" or \"logistic\"",
+                    "{:?} takes images, and the data set gives {}; use \"mlp\" or \"logistic\"",
+                    self.name(),
                     sample.describe()
                 ),
             ));
@@ -94,6 +102,7 @@ impl ModelConfig {
             ModelConfig::Logistic {} => mlp::multiply_adds(&[], shape),
             ModelConfig::Mlp { hidden } => mlp::multiply_adds(hidden, shape),
             ModelConfig::Cnn {} => cnn::multiply_adds(shape),
+            ModelConfig::CifarCnn {} => cifar_cnn::multiply_adds(shape),
         }
     }
 
@@ -129,6 +138,16 @@ pub enum Net {
     Mlp(Mlp),
     /// See [`Cnn`].
     Cnn(Cnn),
+    /// See [`CifarCnn`].
+    CifarCnn(CifarCnn),
+}
+
+/// The image shape of a data set a CNN was configured for.
+fn image(shape: DataShape) -> [usize; 3] {
+    match shape.sample {
+        SampleShape::Image(image) => image,
+        SampleShape::Row(_) => panic!("the CNNs take images; validation rejects other data"),
+    }
 }
 
 /// A batch of samples as the model takes it.
@@ -149,11 +168,9 @@ impl Net {
         match config {
             ModelConfig::Logistic {} => Net::Mlp(Mlp::new(&[], shape, device)),
             ModelConfig::Mlp { hidden } => Net::Mlp(Mlp::new(hidden, shape, device)),
-            ModelConfig::Cnn {} => {
-                let SampleShape::Image(image) = shape.sample else {
-                    panic!("the CNN takes images; validation rejects other data")
-                };
-                Net::Cnn(Cnn::new(image, shape.num_classes, device))
+            ModelConfig::Cnn {} => Net::Cnn(Cnn::new(image(shape), shape.num_classes, device)),
+            ModelConfig::CifarCnn {} => {
+                Net::CifarCnn(CifarCnn::new(image(shape), shape.num_classes, device))
             }
         }
     }
@@ -164,8 +181,9 @@ impl Net {
             (Net::Mlp(mlp), Input::Images(images)) => mlp.forward(images.flatten(1, 3)),
             (Net::Mlp(mlp), Input::Rows(rows)) => mlp.forward(rows),
             (Net::Cnn(cnn), Input::Images(images)) => cnn.forward(images),
-            (Net::Cnn(_), Input::Rows(_)) => {
-                panic!("the CNN takes images; validation rejects other data")
+            (Net::CifarCnn(cnn), Input::Images(images)) => cnn.forward(images),
+            (Net::Cnn(_) | Net::CifarCnn(_), Input::Rows(_)) => {
+                panic!("the CNNs take images; validation rejects other data")
             }
         }
     }
