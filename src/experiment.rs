@@ -10,7 +10,7 @@ use crate::checkpoint::RunState;
 use crate::config::{DataConfig, ExperimentConfig, PartitionScheme};
 use crate::data::mnist::{FASHION_MNIST, MNIST};
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
-use crate::data::{DataFile, Dataset, TrainTest, cifar, numpy, tabular};
+use crate::data::{DataFile, Dataset, NaturalClients, TrainTest, cifar, numpy, tabular};
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
@@ -36,8 +36,10 @@ pub struct Experiment {
     partition: Arc<Partition>,
     /// The partition less each client's held-out samples: what clients train on.
     training: Arc<Partition>,
-    /// Each client's held-out samples (`eval.client_test_fraction`), empty if none.
-    held_out: Arc<Vec<Vec<usize>>>,
+    /// The samples each client is evaluated on, if any, and the split they are in: held out
+    /// of its training samples (`eval.client_test_fraction`), or the client's own test samples
+    /// where the data set defines its clients and the partition is natural.
+    client_tests: Option<(Arc<Dataset>, Arc<Vec<Vec<usize>>>)>,
     /// The data files read, for the manifest.
     files: Vec<DataFile>,
 }
@@ -71,14 +73,7 @@ impl Experiment {
                 cifar::load(dir, files.normalize)?
             }
             DataConfig::Synthetic(synthetic) => {
-                let (train, test, owned) =
-                    synthetic.generate(config.federation.num_clients, config.seed);
-                TrainTest {
-                    train,
-                    test,
-                    natural_clients: Some(owned),
-                    files: Vec::new(),
-                }
+                synthetic.generate(config.federation.num_clients, config.seed)
             }
             DataConfig::BreastCancer(split) => tabular::load_breast_cancer(split, split_seed)?,
             DataConfig::Csv(csv) => tabular::load_csv(csv, split_seed)?,
@@ -105,14 +100,26 @@ impl Experiment {
             data.train = data.train.with_augmentation(augmentation);
         }
         let partition = partition(&config, &data)?;
-        let (training, held_out) = partition.hold_out(config.eval.client_test_fraction, split_seed);
+        let fraction = config.eval.client_test_fraction;
+        let (training, held_out) = partition.hold_out(fraction, split_seed);
+        let (train, test) = (Arc::new(data.train), Arc::new(data.test));
+        let client_tests = if fraction > 0.0 {
+            Some((train.clone(), Arc::new(held_out)))
+        } else if config.partition.scheme == PartitionScheme::Natural {
+            let natural = data
+                .natural
+                .expect("the natural partition needs natural clients");
+            Some((test.clone(), Arc::new(natural.test)))
+        } else {
+            None
+        };
         Ok(Self {
             config,
-            train: Arc::new(data.train),
-            test: Arc::new(data.test),
+            train,
+            test,
             partition: Arc::new(partition),
             training: Arc::new(training),
-            held_out: Arc::new(held_out),
+            client_tests,
             files: data.files,
         })
     }
@@ -341,10 +348,13 @@ impl Experiment {
                 eval: config.eval,
                 model: config.model.clone(),
                 backend: config.backend,
-                clients: (config.eval.client_test_fraction > 0.0).then(|| ClientTests {
-                    data: self.train.clone(),
-                    held_out: self.held_out.clone(),
-                }),
+                clients: self
+                    .client_tests
+                    .as_ref()
+                    .map(|(data, held_out)| ClientTests {
+                        data: data.clone(),
+                        held_out: held_out.clone(),
+                    }),
             }),
         };
         let speeds = Arc::new(
@@ -574,6 +584,13 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The clients the data set defines, which the `natural` partition uses.
+fn natural_clients(data: &TrainTest) -> &NaturalClients {
+    data.natural
+        .as_ref()
+        .expect("validation allows \"natural\" only for data sets with clients")
+}
+
 fn partition(config: &ExperimentConfig, data: &TrainTest) -> Result<Partition, Error> {
     let train = &data.train;
     let num_clients = config.federation.num_clients;
@@ -615,10 +632,7 @@ fn partition(config: &ExperimentConfig, data: &TrainTest) -> Result<Partition, E
             Partition::quantity(labels.len(), num_clients, *sigma, rng)?
         }
         PartitionScheme::Natural => Partition {
-            clients: data
-                .natural_clients
-                .clone()
-                .expect("validation allows \"natural\" only for data sets with clients"),
+            clients: natural_clients(data).train.clone(),
         },
         PartitionScheme::File { file } => Partition::load(file, num_clients, labels.len())?,
     })

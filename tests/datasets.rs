@@ -93,6 +93,10 @@ fn the_synthetic_data_trains_on_its_natural_clients_and_reruns_to_the_same_bits(
         .collect();
     assert!(sizes.iter().max() > sizes.iter().min(), "{sizes:?}");
     assert!(summary(&runs[0])["final_accuracy"].as_f64().unwrap() > 0.2);
+    // Each user is also evaluated on its own test samples.
+    let last: Value = serde_json::from_str(&metrics_without_timing(&runs[0])[4]).unwrap();
+    let mean = last["client_accuracy"]["mean"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&mean), "{last}");
 }
 
 #[test]

@@ -40,7 +40,7 @@ pub fn load(dir: &Path, normalization: Normalization) -> Result<TrainTest, DataE
     Ok(TrainTest {
         train: train.into_dataset(normalization),
         test: test.into_dataset(normalization),
-        natural_clients: None,
+        natural: None,
         files: reader.into_files(),
     })
 }

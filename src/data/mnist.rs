@@ -68,7 +68,7 @@ impl MnistLike {
         Ok(TrainTest {
             train,
             test,
-            natural_clients: None,
+            natural: None,
             files: reader.into_files(),
         })
     }

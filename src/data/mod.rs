@@ -315,11 +315,20 @@ pub struct TrainTest {
     pub train: Dataset,
     /// Held by the server to evaluate the global model.
     pub test: Dataset,
-    /// The training-sample indices of each client the data set itself defines, if it defines
-    /// clients (for the `natural` partition).
-    pub natural_clients: Option<Vec<Vec<usize>>>,
+    /// The clients the data set itself defines, if it defines clients (for the `natural`
+    /// partition).
+    pub natural: Option<NaturalClients>,
     /// The files they were read from, with their digests.
     pub files: Vec<DataFile>,
+}
+
+/// The clients a data set defines, each with its own training and test samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NaturalClients {
+    /// Each client's indices into the training split.
+    pub train: Vec<Vec<usize>>,
+    /// Each client's indices into the test split.
+    pub test: Vec<Vec<usize>>,
 }
 
 /// A data file a run read, for the run's manifest.

@@ -102,7 +102,7 @@ pub fn load(config: &NumpyConfig) -> Result<TrainTest, DataError> {
     Ok(TrainTest {
         train: train.with_classes(num_classes),
         test: test.with_classes(num_classes),
-        natural_clients: None,
+        natural: None,
         files,
     })
 }

@@ -15,7 +15,7 @@ use rand_chacha::ChaCha12Rng;
 use rand_distr::{Distribution, LogNormal, Normal, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-use super::{DataShape, Dataset, SampleShape};
+use super::{DataShape, Dataset, NaturalClients, SampleShape, TrainTest};
 use crate::seed::{Purpose, stream};
 
 /// The draws that generate the data set; per user, so a user's samples depend only on the
@@ -91,16 +91,18 @@ impl SyntheticConfig {
         }
     }
 
-    /// Generates `users` users' samples from `seed`: the pooled training and test sets, and
-    /// each user's training-sample indices.
-    /// At most [`MAX_USERS`] users.
-    pub fn generate(&self, users: usize, seed: u64) -> (Dataset, Dataset, Vec<Vec<usize>>) {
+    /// Generates `users` users' samples from `seed` (at most [`MAX_USERS`] users): the
+    /// pooled training and test sets, and each user's samples in them.
+    pub fn generate(&self, users: usize, seed: u64) -> TrainTest {
         let shared = self.iid.then(|| {
             let rng = &mut stream(seed, SHARED_MODEL, 0, 0);
             Labelling::draw(self, 0.0, rng)
         });
         let (mut train, mut test) = (Samples::default(), Samples::default());
-        let mut owned = Vec::with_capacity(users);
+        let mut natural = NaturalClients {
+            train: Vec::with_capacity(users),
+            test: Vec::with_capacity(users),
+        };
         for user in 0..users {
             let rng = &mut stream(
                 seed,
@@ -111,8 +113,14 @@ impl SyntheticConfig {
             let mut samples = self.user_samples(shared.as_ref(), rng);
             samples.shuffle(rng);
             let train_len = (TRAIN_FRACTION * samples.len() as f64) as usize;
-            let start = train.labels.len();
-            owned.push((start..start + train_len).collect());
+            let (train_start, test_start) = (train.labels.len(), test.labels.len());
+            natural
+                .train
+                .push((train_start..train_start + train_len).collect());
+            let test_len = samples.len() - train_len;
+            natural
+                .test
+                .push((test_start..test_start + test_len).collect());
             for (i, (features, label)) in samples.into_iter().enumerate() {
                 let split = if i < train_len { &mut train } else { &mut test };
                 split.features.extend(features);
@@ -120,7 +128,12 @@ impl SyntheticConfig {
             }
         }
         let shape = self.shape();
-        (train.into_dataset(shape), test.into_dataset(shape), owned)
+        TrainTest {
+            train: train.into_dataset(shape),
+            test: test.into_dataset(shape),
+            natural: Some(natural),
+            files: Vec::new(),
+        }
     }
 
     /// One user's samples, each its features and label, drawn from its own model and
@@ -234,8 +247,14 @@ mod tests {
 
     #[test]
     fn users_keep_their_samples_whatever_the_number_of_users() {
-        let (train5, test5, owned5) = config(1.0, 1.0, false).generate(5, 7);
-        let (train3, _, owned3) = config(1.0, 1.0, false).generate(3, 7);
+        let five = config(1.0, 1.0, false).generate(5, 7);
+        let three = config(1.0, 1.0, false).generate(3, 7);
+        let (train5, test5, owned5) = (
+            &five.train,
+            &five.test,
+            &five.natural.as_ref().unwrap().train,
+        );
+        let (train3, owned3) = (&three.train, &three.natural.as_ref().unwrap().train);
         assert_eq!(owned5[..3], owned3[..]);
         let last = owned3[2].last().copied().unwrap();
         assert_eq!(train5.labels()[..=last], train3.labels()[..=last]);
@@ -250,7 +269,8 @@ mod tests {
     #[test]
     fn heterogeneous_users_have_different_label_mixes_and_iid_users_alike() {
         let spread = |config: SyntheticConfig| {
-            let (train, _, owned) = config.generate(10, 3);
+            let data = config.generate(10, 3);
+            let (train, owned) = (&data.train, &data.natural.unwrap().train);
             let top_share = |indices: &Vec<usize>| {
                 let counts = train.label_counts(indices);
                 *counts.iter().max().unwrap() as f64 / indices.len() as f64

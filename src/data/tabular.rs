@@ -354,7 +354,7 @@ fn split_and_scale(
     Ok(TrainTest {
         train: dataset(train_rows),
         test: dataset(test_rows),
-        natural_clients: None,
+        natural: None,
         files,
     })
 }

@@ -83,9 +83,10 @@ pub struct Evaluator {
     pub clients: Option<ClientTests>,
 }
 
-/// The samples each client holds out for evaluation.
+/// The samples each client is evaluated on: held out of its training samples, or its own
+/// test samples where the data set defines them.
 pub struct ClientTests {
-    /// The training set they are part of.
+    /// The split they are in.
     pub data: Arc<Dataset>,
     /// Each client's held-out indices (empty for a client that holds none).
     pub held_out: Arc<Vec<Vec<usize>>>,
