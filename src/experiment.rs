@@ -39,7 +39,7 @@ pub struct Experiment {
     /// The samples each client is evaluated on, if any, and the split they are in: held out
     /// of its training samples (`eval.client_test_fraction`), or the client's own test samples
     /// where the data set defines its clients and the partition is natural.
-    client_tests: Option<(Arc<Dataset>, Arc<Vec<Vec<usize>>>)>,
+    client_tests: Option<ClientTests>,
     /// The data files read, for the manifest.
     files: Vec<DataFile>,
 }
@@ -104,12 +104,18 @@ impl Experiment {
         let (training, held_out) = partition.hold_out(fraction, split_seed);
         let (train, test) = (Arc::new(data.train), Arc::new(data.test));
         let client_tests = if fraction > 0.0 {
-            Some((train.clone(), Arc::new(held_out)))
+            Some(ClientTests {
+                data: train.clone(),
+                held_out: Arc::new(held_out),
+            })
         } else if config.partition.scheme == PartitionScheme::Natural {
             let natural = data
                 .natural
                 .expect("the natural partition needs natural clients");
-            Some((test.clone(), Arc::new(natural.test)))
+            Some(ClientTests {
+                data: test.clone(),
+                held_out: Arc::new(natural.test),
+            })
         } else {
             None
         };
@@ -348,13 +354,7 @@ impl Experiment {
                 eval: config.eval,
                 model: config.model.clone(),
                 backend: config.backend,
-                clients: self
-                    .client_tests
-                    .as_ref()
-                    .map(|(data, held_out)| ClientTests {
-                        data: data.clone(),
-                        held_out: held_out.clone(),
-                    }),
+                clients: self.client_tests.clone(),
             }),
         };
         let speeds = Arc::new(

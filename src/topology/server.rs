@@ -85,6 +85,7 @@ pub struct Evaluator {
 
 /// The samples each client is evaluated on: held out of its training samples, or its own
 /// test samples where the data set defines them.
+#[derive(Clone)]
 pub struct ClientTests {
     /// The split they are in.
     pub data: Arc<Dataset>,
