@@ -411,9 +411,14 @@ fn partition_command_prints_label_counts_per_client() {
     ]);
     assert!(output.status.success());
     let stdout = String::from_utf8(output.stdout).unwrap();
-    let rows: Vec<Vec<usize>> = stdout
-        .lines()
-        .skip(1)
+    let lines: Vec<&str> = stdout.lines().collect();
+    let (summary, table) = lines[1..].split_last().unwrap();
+    assert!(
+        summary.starts_with("100 clients; samples per client: min 600, median 600, max 600"),
+        "{summary}"
+    );
+    let rows: Vec<Vec<usize>> = table
+        .iter()
         .map(|line| {
             line.split_whitespace()
                 .map(|n| n.parse().unwrap())
