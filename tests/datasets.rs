@@ -194,17 +194,19 @@ fn the_built_in_table_trains_logistic_regression_to_the_published_range() {
     assert!(accuracy > 0.93, "{accuracy}");
 }
 
-/// The built-in table's rows split into a training and a test file in `dir`, the first
-/// `train_rows` rows for training; `corrupt` may edit the test file's text.
+/// The built-in table's rows split into a gzipped training file and a plain test file in
+/// `dir`, the first `train_rows` rows for training; `corrupt` may edit the test file's text.
 fn table_files(dir: &Path, train_rows: usize, corrupt: impl FnOnce(String) -> String) -> Value {
     let text = fs::read_to_string(common::root().join("datasets/breast-cancer/breast-cancer.csv"))
         .unwrap();
     let (header, rows) = text.split_once('\n').unwrap();
     let rows: Vec<&str> = rows.lines().collect();
     let file = |rows: &[&str]| format!("{header}\n{}\n", rows.join("\n"));
-    fs::write(dir.join("train.csv"), file(&rows[..train_rows])).unwrap();
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gzip, file(&rows[..train_rows]).as_bytes()).unwrap();
+    fs::write(dir.join("train.csv.gz"), gzip.finish().unwrap()).unwrap();
     fs::write(dir.join("test.csv"), corrupt(file(&rows[train_rows..]))).unwrap();
-    json!({"dataset": "csv", "file": "train.csv", "test_file": "test.csv", "label": "diagnosis"})
+    json!({"dataset": "csv", "file": "train.csv.gz", "test_file": "test.csv", "label": "diagnosis"})
 }
 
 #[test]
@@ -223,7 +225,7 @@ fn a_users_csv_files_train_with_their_own_test_file() {
         .map(|f| f["path"].as_str().unwrap())
         .collect();
     assert!(
-        files[0].ends_with("train.csv") && files[1].ends_with("test.csv"),
+        files[0].ends_with("train.csv.gz") && files[1].ends_with("test.csv"),
         "{files:?}"
     );
     assert!(summary(&out)["final_accuracy"].as_f64().unwrap() > 0.9);

@@ -114,12 +114,14 @@ pub enum DataConfig {
     Numpy(NumpyConfig),
 }
 
-/// Where the IDX files of MNIST or Fashion-MNIST are, and how pixels become features.
+/// Where the image files of MNIST, Fashion-MNIST or CIFAR-10 are, how pixels become features,
+/// and whether training images are augmented.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImageFiles {
     /// Folder holding the data set's files; relative paths are resolved against the
-    /// experiment file's folder. Default: the copy built into fedsim.
+    /// experiment file's folder. Default: the copy built into fedsim (MNIST and
+    /// Fashion-MNIST; CIFAR-10 needs a folder).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
     /// Pixel scaling: `"unit"` (to `[0, 1]`, the default) or `"standard"` (then zero mean,
