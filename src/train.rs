@@ -390,11 +390,8 @@ fn batch(
     let mut features = Vec::with_capacity(indices.len() * data.shape().sample.len());
     let mut labels = Vec::with_capacity(indices.len());
     data.gather(indices, &mut features, &mut labels);
-    if let (Some(augmentation), Some(rng), SampleShape::Image(image)) =
-        (data.augmentation(), augment_rng, data.shape().sample)
-    {
-        let fill: Vec<f32> = (0..image[0]).map(|c| data.zero_feature(c)).collect();
-        augmentation.apply(&mut features, image, &fill, rng);
+    if let Some(rng) = augment_rng {
+        data.augment(&mut features, rng);
     }
     if flip_labels {
         let last = data.num_classes() as i64 - 1;

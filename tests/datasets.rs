@@ -305,12 +305,12 @@ fn mnist_arrays(pixels: impl Fn(&[u8], u64) -> Vec<u8>) -> Vec<(&'static str, Ve
     ]
 }
 
-/// Writes `arrays` as an `.npz` archive at `path`, deflated as `np.savez_compressed` does.
-fn write_npz(path: &Path, arrays: &[(&str, Vec<u8>)]) {
+/// Writes `arrays` as an `.npz` archive at `path`, stored as `np.savez` does or deflated as
+/// `np.savez_compressed` does.
+fn write_npz(path: &Path, arrays: &[(&str, Vec<u8>)], method: zip::CompressionMethod) {
     use std::io::Write;
     let mut zip = zip::ZipWriter::new(fs::File::create(path).unwrap());
-    let options = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated);
+    let options = zip::write::SimpleFileOptions::default().compression_method(method);
     for (name, bytes) in arrays {
         zip.start_file(format!("{name}.npy"), options).unwrap();
         zip.write_all(bytes).unwrap();
@@ -342,7 +342,11 @@ fn numpy_arrays_train_alike_as_bytes_or_floats_archived_or_in_a_folder() {
         )
     };
     let archive = dir.path().join("mnist.npz");
-    write_npz(&archive, &mnist_arrays(as_bytes));
+    write_npz(
+        &archive,
+        &mnist_arrays(as_bytes),
+        zip::CompressionMethod::Stored,
+    );
     let folder = dir.path().join("arrays");
     fs::create_dir(&folder).unwrap();
     for (name, bytes) in mnist_arrays(as_floats) {
@@ -361,7 +365,7 @@ fn bad_numpy_arrays_are_named_with_what_was_expected() {
     let as_bytes = |pixels: &[u8], n: u64| npy(&[n, 28, 28], pixels.iter().copied());
     let rejected = |arrays: Vec<(&str, Vec<u8>)>, model: &str, expected: &[&str]| {
         let archive = dir.path().join("bad.npz");
-        write_npz(&archive, &arrays);
+        write_npz(&archive, &arrays, zip::CompressionMethod::Deflated);
         let copy = copy_of("mnist-t1", dir.path(), |v| {
             v["data"] = json!({"dataset": "numpy", "path": archive});
             v["model"] = json!(model);

@@ -51,7 +51,7 @@ pub static FASHION_MNIST: MnistLike = MnistLike {
 };
 
 impl MnistLike {
-    /// Loads the train and test splits from `source` (the built-in copy if `None`), pixels
+    /// Loads the train and test splits from the folder `dir` (the built-in copy if `None`), pixels
     /// scaled as `normalization` says.
     pub fn load(
         &'static self,

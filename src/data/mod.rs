@@ -195,13 +195,20 @@ impl Dataset {
         self
     }
 
-    /// The random crops and flips local training applies, if any.
-    pub fn augmentation(&self) -> Option<&Augmentation> {
-        self.augmentation.as_ref()
+    /// Applies the split's random crops and flips, if it has any, to `features` gathered by
+    /// [`Dataset::gather`], with draws from `rng`; padding takes each channel's zero-byte
+    /// feature.
+    pub fn augment(&self, features: &mut [f32], rng: &mut rand_chacha::ChaCha12Rng) {
+        if let (Some(augmentation), SampleShape::Image(image)) =
+            (&self.augmentation, self.shape.sample)
+        {
+            let fill: Vec<f32> = (0..image[0]).map(|c| self.zero_feature(c)).collect();
+            augmentation.apply(features, image, &fill, rng);
+        }
     }
 
     /// The feature a zero byte of channel `c` stands for (0 for real-valued features).
-    pub fn zero_feature(&self, c: usize) -> f32 {
+    fn zero_feature(&self, c: usize) -> f32 {
         match &self.features {
             Features::Bytes {
                 feature_of_value, ..
