@@ -40,6 +40,35 @@ pub enum Command {
     /// Compare finished runs: a table with each configuration's seeds aggregated
     /// (summary.csv, summary.md), SVG charts (plots/) and report.html holding both.
     Report(ReportArgs),
+    /// Data sets that do not ship inside fedsim.
+    #[command(subcommand)]
+    Data(DataCommand),
+}
+
+/// `fedsim data`'s commands.
+#[derive(Subcommand)]
+pub enum DataCommand {
+    /// Download a data set from its publisher, check it against the published checksum and
+    /// unpack it; a rerun continues a download that stopped.
+    Fetch(FetchArgs),
+}
+
+/// `fedsim data fetch`'s arguments.
+#[derive(Args)]
+pub struct FetchArgs {
+    /// The data set.
+    #[arg(value_parser = ["cifar10"])]
+    pub name: String,
+    /// Folder to download and unpack into.
+    #[arg(long, value_name = "DIR", default_value = "data")]
+    pub dir: PathBuf,
+    /// Download from this address instead of the publisher's (a mirror of the same file; the
+    /// published checksum still applies).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// `fedsim report`'s arguments.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::Error;
 use crate::checkpoint::RunState;
 use crate::config::{DataConfig, ExperimentConfig, PartitionScheme};
+use crate::data::leaf::{self, LeafTask};
 use crate::data::mnist::{FASHION_MNIST, MNIST};
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
 use crate::data::{DataFile, Dataset, NaturalClients, TrainTest, cifar, numpy, tabular};
@@ -77,6 +78,10 @@ impl Experiment {
             }
             DataConfig::BreastCancer(split) => tabular::load_breast_cancer(split, split_seed)?,
             DataConfig::Csv(csv) => tabular::load_csv(csv, split_seed)?,
+            DataConfig::Femnist(files) => leaf::load(LeafTask::Femnist, files.dir.as_deref())?,
+            DataConfig::Shakespeare(files) => {
+                leaf::load(LeafTask::Shakespeare, files.dir.as_deref())?
+            }
             DataConfig::Numpy(arrays) => {
                 let data = numpy::load(arrays)?;
                 // Arrays may hold images or rows: only now is it known whether the model
@@ -631,9 +636,19 @@ fn partition(config: &ExperimentConfig, data: &TrainTest) -> Result<Partition, E
         PartitionScheme::Quantity { sigma } => {
             Partition::quantity(labels.len(), num_clients, *sigma, rng)?
         }
-        PartitionScheme::Natural => Partition {
-            clients: natural_clients(data).train.clone(),
-        },
+        PartitionScheme::Natural => {
+            let clients = &natural_clients(data).train;
+            if clients.len() != num_clients {
+                return Err(PartitionError(format!(
+                    "federation.num_clients is {num_clients}, and the data set defines {} clients; the natural partition needs them to agree",
+                    clients.len()
+                ))
+                .into());
+            }
+            Partition {
+                clients: clients.clone(),
+            }
+        }
         PartitionScheme::File { file } => Partition::load(file, num_clients, labels.len())?,
     })
 }

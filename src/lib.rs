@@ -61,6 +61,9 @@ pub enum Error {
     /// A comparison report cannot be made from the folders given, or written.
     #[error(transparent)]
     Report(#[from] compare::ReportError),
+    /// A data set could not be downloaded, checked or unpacked.
+    #[error(transparent)]
+    Fetch(#[from] data::fetch::FetchError),
     /// Worker threads could not be started.
     #[error("cannot start worker threads: {0}")]
     Threads(String),

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use clap::Parser;
 use fedsim::backend::BackendKind;
-use fedsim::cli::{Cli, Command, ExperimentArgs, ReportArgs, RunArgs, SweepArgs};
+use fedsim::cli::{
+    Cli, Command, DataCommand, ExperimentArgs, FetchArgs, ReportArgs, RunArgs, SweepArgs,
+};
 use fedsim::compare::ReportOptions;
 use fedsim::report::{Progress, RunFolder, say};
 use fedsim::stop::StopSignal;
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
             print!("{}", strategies());
             Ok(())
         }
+        Command::Data(DataCommand::Fetch(args)) => fetch(&args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -72,6 +75,29 @@ fn main() -> ExitCode {
             ExitCode::from(if error.is_bad_input() { 2 } else { 1 })
         }
     }
+}
+
+/// Downloads, checks and unpacks a data set, and says how an experiment names it.
+fn fetch(args: &FetchArgs) -> Result<(), Failure> {
+    use fedsim::data::fetch::{Fetch, REMOTES};
+    let remote = REMOTES
+        .iter()
+        .find(|r| r.name == args.name)
+        .expect("clap accepts only known names");
+    let mut fetch = Fetch::new(remote);
+    if let Some(url) = &args.url {
+        fetch.url = url.clone();
+    }
+    fetch.progress = !args.quiet;
+    let folder = fetch.run(&args.dir).map_err(|e| (e.into(), None))?;
+    say(format_args!(
+        "{} is in {}; an experiment reads it with\n  \"data\": {{\"dataset\": \"{}\", \"dir\": {:?}}}",
+        remote.name,
+        folder.display(),
+        remote.name,
+        folder.display().to_string()
+    ));
+    Ok(())
 }
 
 /// Runs (or, with `--dry-run`, lists) a sweep.

@@ -407,6 +407,11 @@ fn batch(
             TensorData::new(features, [n, width]),
             device,
         )),
+        // Token ids are small integers, exact in the features' f32.
+        SampleShape::Tokens(steps) => {
+            let ids: Vec<i64> = features.iter().map(|&id| id as i64).collect();
+            Input::Tokens(Tensor::from_data(TensorData::new(ids, [n, steps]), device))
+        }
     };
     let labels = Tensor::from_data(TensorData::new(labels, [n]), device);
     (input, labels)

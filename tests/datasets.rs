@@ -7,7 +7,9 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{experiment, fedsim, metrics_without_timing, model_bytes, run_ok, summary};
+use common::{
+    experiment, fedsim, metrics_without_timing, model_bytes, run_ok, summary, write_cifar_files,
+};
 use serde_json::{Value, json};
 
 /// A copy of the shipped experiment `name` in `dir`, far from the repository, with `edit`
@@ -154,7 +156,7 @@ fn a_model_that_does_not_fit_the_data_is_rejected_with_a_message() {
         &["model=cnn"],
         &[
             "model.name",
-            "\"cnn\" takes images",
+            "\"cnn\" cannot take",
             "rows of numeric features",
         ],
     );
@@ -395,7 +397,7 @@ fn bad_numpy_arrays_are_named_with_what_was_expected() {
     rejected(
         mnist_arrays(rows),
         "cnn",
-        &["bad.npz holds rows of 784 features", "\"cnn\" takes images"],
+        &["bad.npz holds rows of 784 features", "\"cnn\" cannot take"],
     );
 }
 
@@ -461,32 +463,6 @@ fn a_run_folder_holds_the_partition_statistics() {
     assert_eq!(total, 455);
 }
 
-/// CIFAR-10's six binary files in `dir`, `per_file` records each in the real format: a label
-/// byte, then a 32x32 image's red, green and blue planes. Each class has its own brightness per
-/// channel, with a pattern of the record on top.
-fn write_cifar_files(dir: &Path, per_file: usize) {
-    let names = [
-        "data_batch_1",
-        "data_batch_2",
-        "data_batch_3",
-        "data_batch_4",
-        "data_batch_5",
-        "test_batch",
-    ];
-    for (f, name) in names.iter().enumerate() {
-        let mut bytes = Vec::new();
-        for i in 0..per_file {
-            let label = (i + f) % 10;
-            bytes.push(label as u8);
-            bytes.extend(
-                (0..3 * 1024)
-                    .map(|p| ((20 * label + 40 * (p / 1024) + (p * 7 + i * 13) % 31) % 256) as u8),
-            );
-        }
-        fs::write(dir.join(format!("{name}.bin")), bytes).unwrap();
-    }
-}
-
 #[test]
 fn cifar10_trains_the_cifar_cnn_with_seeded_augmentation() {
     let dir = tempfile::tempdir().unwrap();
@@ -525,6 +501,163 @@ fn cifar10_needs_its_folder() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("data.dir: CIFAR-10 is not built into fedsim"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_built_in_shakespeare_set_trains_the_lstm_on_its_speaking_roles() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = copy_of("shakespeare-lstm", dir.path(), |v| {
+        v["model"] = json!({"name": "lstm", "embedding": 8, "hidden": [16]});
+        v["federation"]["clients_per_round"] = json!(2);
+        v["federation"]["rounds"] = json!(2);
+        v["eval"] = json!({"every": 2});
+    });
+    let run = |name: &str, workers: u32| {
+        let out = dir.path().join(name);
+        run_ok(
+            &copy,
+            &out,
+            &[&format!("federation.num_parallels={workers}")],
+        );
+        out
+    };
+    let (one, two) = (run("one-worker", 1), run("two-workers", 2));
+    assert_eq!(model_bytes(&one), model_bytes(&two));
+    assert_eq!(metrics_without_timing(&one), metrics_without_timing(&two));
+    // Embedding 80x8, one LSTM layer of 16 (gates side by side), dense 16 to 80.
+    let params = 80 * 8 + (8 * 64 + 64 + 16 * 64) + (16 * 80 + 80);
+    assert_eq!(model_bytes(&one).len(), 4 * params);
+    // Next-character accuracy on the held-out text, and on each role's own.
+    let last: Value = serde_json::from_str(&metrics_without_timing(&one)[1]).unwrap();
+    let accuracy = last["test_accuracy"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&accuracy), "{last}");
+    assert!(last["client_accuracy"]["mean"].as_f64().is_some(), "{last}");
+    let manifest = fs::read_to_string(one.join("manifest.json")).unwrap();
+    assert!(
+        manifest.contains("built-in/shakespeare/train/shakespeare.json"),
+        "{manifest}"
+    );
+}
+
+/// Writes MNIST's first `writers * per_writer` training images to `dir/train` and the next
+/// `writers * 2` to `dir/test` as LEAF FEMNIST files, each writer holding consecutive images,
+/// pixel bytes written as LEAF writes them (value / 255).
+fn write_femnist_files(dir: &Path, writers: usize, per_writer: usize) {
+    let (images, labels) = mnist_part("train", writers * (per_writer + 2));
+    let mut next = 0;
+    for (split, count) in [("train", per_writer), ("test", 2)] {
+        let mut user_data = serde_json::Map::new();
+        let users: Vec<String> = (0..writers).map(|w| format!("f{w:04}_00")).collect();
+        for user in &users {
+            let x: Vec<Vec<f64>> = (next..next + count)
+                .map(|i| {
+                    images[i * 784..(i + 1) * 784]
+                        .iter()
+                        .map(|&p| f64::from(p) / 255.0)
+                        .collect()
+                })
+                .collect();
+            let y: Vec<u8> = labels[next..next + count].to_vec();
+            user_data.insert(user.clone(), json!({"x": x, "y": y}));
+            next += count;
+        }
+        let file =
+            json!({"users": users, "num_samples": vec![count; writers], "user_data": user_data});
+        fs::create_dir_all(dir.join(split)).unwrap();
+        fs::write(dir.join(split).join("all_data_0.json"), file.to_string()).unwrap();
+    }
+}
+
+#[test]
+fn femnist_in_leafs_format_trains_on_its_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("femnist");
+    write_femnist_files(&data, 6, 20);
+    let copy = copy_of("mnist-t1", dir.path(), |v| {
+        v["data"] = json!({"dataset": "femnist", "dir": data});
+        v["partition"] = json!({"scheme": "natural"});
+        v["model"] = json!("cnn");
+        v["federation"] = json!({"num_clients": 6, "clients_per_round": 3, "rounds": 1});
+        v["eval"] = json!({"every": 1});
+    });
+    let out = dir.path().join("run");
+    run_ok(&copy, &out, &[]);
+    let partition: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("partition.json")).unwrap()).unwrap();
+    let clients = partition["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 6);
+    assert_eq!(clients[1], json!((20..40).collect::<Vec<_>>()));
+    // The FedAvg CNN with 62 outputs.
+    assert_eq!(
+        model_bytes(&out).len(),
+        4 * (1_663_370 - 512 * 10 - 10 + 512 * 62 + 62)
+    );
+    let last: Value = serde_json::from_str(&metrics_without_timing(&out)[0]).unwrap();
+    assert!(last["client_accuracy"]["mean"].as_f64().is_some(), "{last}");
+    // The natural partition takes the writers as they are.
+    let output = fedsim(&[
+        "run",
+        copy.to_str().unwrap(),
+        "--set",
+        "federation.num_clients=5",
+        "--set",
+        "federation.clients_per_round=2",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("federation.num_clients is 5, and the data set defines 6 clients"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_leaf_file_is_named_with_the_user_and_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("femnist");
+    write_femnist_files(&data, 2, 3);
+    let train = data.join("train").join("all_data_0.json");
+    let text = fs::read_to_string(&train).unwrap();
+    // The second writer's first label becomes 62, one past FEMNIST's classes.
+    let mut file: Value = serde_json::from_str(&text).unwrap();
+    file["user_data"]["f0001_00"]["y"][0] = json!(62);
+    fs::write(&train, file.to_string()).unwrap();
+    let copy = copy_of("mnist-t1", dir.path(), |v| {
+        v["data"] = json!({"dataset": "femnist", "dir": data});
+    });
+    let output = fedsim(&["run", copy.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "all_data_0.json user \"f0001_00\", sample 0: y is 62; FEMNIST classes are 0 to 61"
+        ),
+        "{stderr}"
+    );
+    // A file cut short names its line and column.
+    fs::write(&train, &text[..text.len() / 2]).unwrap();
+    let output = fedsim(&["run", copy.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("all_data_0.json is not a LEAF file") && stderr.contains("line 1 column"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn femnist_needs_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = copy_of("mnist-t1", dir.path(), |v| {
+        v["data"] = json!({"dataset": "femnist"})
+    });
+    let output = fedsim(&["run", copy.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("data.dir: FEMNIST is not built into fedsim"),
         "{stderr}"
     );
 }

@@ -57,6 +57,11 @@ fn npy_arrays_never_panic() {
 }
 
 #[test]
+fn leaf_json_files_never_panic() {
+    replay_all("leaf_json", hostile::leaf_json);
+}
+
+#[test]
 fn checkpoints_never_panic() {
     replay_all("checkpoint", hostile::checkpoint);
 }

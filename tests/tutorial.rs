@@ -110,7 +110,7 @@ fn the_tutorial_readme_commands_parse_and_name_files_that_exist() {
             Command::Partition { experiment, .. } => {
                 assert!(root().join(&experiment.experiment).is_file(), "{command}");
             }
-            Command::Report(_) | Command::Strategies => {}
+            Command::Report(_) | Command::Strategies | Command::Data(_) => {}
         }
     }
     // Every step is shown.

@@ -112,6 +112,23 @@ pub enum DataConfig {
     /// NumPy arrays `x_train`, `y_train`, `x_test`, `y_test` in an `.npz` archive or a folder
     /// of `.npy` files.
     Numpy(NumpyConfig),
+    /// LEAF's FEMNIST: 28x28 handwritten characters of 62 classes, whose writers are the
+    /// natural clients. Not built in, so `dir` is required.
+    Femnist(LeafFiles),
+    /// LEAF's Shakespeare: the next character after 80, whose speaking roles are the
+    /// natural clients. A small set from public-domain plays is built in.
+    Shakespeare(LeafFiles),
+}
+
+/// Where a LEAF data set's `train/` and `test/` folders of JSON files are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeafFiles {
+    /// Folder holding `train/` and `test/` (LEAF's `data/<name>/data`); relative paths are
+    /// resolved against the experiment file's folder. Default: the copy built into fedsim
+    /// (Shakespeare only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
 }
 
 /// Where the image files of MNIST, Fashion-MNIST or CIFAR-10 are, how pixels become features,
@@ -155,6 +172,8 @@ impl DataConfig {
             DataConfig::BreastCancer(_) => "breast-cancer",
             DataConfig::Csv(_) => "csv",
             DataConfig::Numpy(_) => "numpy",
+            DataConfig::Femnist(_) => "femnist",
+            DataConfig::Shakespeare(_) => "shakespeare",
         }
     }
 
@@ -162,9 +181,10 @@ impl DataConfig {
     /// rows).
     pub fn sample_kind(&self) -> Option<SampleKind> {
         match self {
-            DataConfig::Mnist(_) | DataConfig::FashionMnist(_) => {
+            DataConfig::Mnist(_) | DataConfig::FashionMnist(_) | DataConfig::Femnist(_) => {
                 Some(SampleKind::Image([1, 28, 28]))
             }
+            DataConfig::Shakespeare(_) => Some(SampleKind::Tokens),
             DataConfig::Cifar10(_) => Some(SampleKind::Image([3, 32, 32])),
             DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => {
                 Some(SampleKind::Row)
@@ -175,7 +195,10 @@ impl DataConfig {
 
     /// Whether the data set defines its own clients, for the `natural` partition.
     pub fn has_natural_clients(&self) -> bool {
-        matches!(self, DataConfig::Synthetic(_))
+        matches!(
+            self,
+            DataConfig::Synthetic(_) | DataConfig::Femnist(_) | DataConfig::Shakespeare(_)
+        )
     }
 
     /// The folder the files are read from, if not the built-in copy.
@@ -184,6 +207,7 @@ impl DataConfig {
             DataConfig::Mnist(files)
             | DataConfig::FashionMnist(files)
             | DataConfig::Cifar10(files) => files.dir.as_deref(),
+            DataConfig::Femnist(files) | DataConfig::Shakespeare(files) => files.dir.as_deref(),
             _ => None,
         }
     }
@@ -193,6 +217,7 @@ impl DataConfig {
             DataConfig::Mnist(files)
             | DataConfig::FashionMnist(files)
             | DataConfig::Cifar10(files) => files.dir.as_mut(),
+            DataConfig::Femnist(files) | DataConfig::Shakespeare(files) => files.dir.as_mut(),
             _ => None,
         }
     }
@@ -542,6 +567,11 @@ impl ExperimentConfig {
             "data.dir",
             "CIFAR-10 is not built into fedsim: give the folder holding data_batch_1.bin to data_batch_5.bin and test_batch.bin (CIFAR-10's binary version)".into(),
         );
+        check(
+            !matches!(&self.data, DataConfig::Femnist(files) if files.dir.is_none()),
+            "data.dir",
+            "FEMNIST is not built into fedsim: give the folder holding LEAF's train/ and test/ folders of JSON files".into(),
+        );
         let split = match &self.data {
             DataConfig::BreastCancer(split) => Some(split.clone()),
             DataConfig::Csv(csv) => {
@@ -684,7 +714,7 @@ impl ExperimentConfig {
                 self.data.has_natural_clients(),
                 "partition.scheme",
                 format!(
-                    "\"natural\" needs a data set that defines its clients (\"synthetic\"); {:?} does not",
+                    "\"natural\" needs a data set that defines its clients (\"synthetic\", \"femnist\" or \"shakespeare\"); {:?} does not",
                     self.data.name()
                 ),
             ),

@@ -9,7 +9,9 @@
 
 pub mod augment;
 pub mod cifar;
+pub mod fetch;
 pub mod idx;
+pub mod leaf;
 pub mod mnist;
 pub mod numpy;
 pub mod partition;
@@ -59,14 +61,16 @@ pub enum SampleShape {
     Image([usize; 3]),
     /// A row of this many numeric features.
     Row(usize),
+    /// A sequence of this many token ids (characters), each below the number of classes.
+    Tokens(usize),
 }
 
 impl SampleShape {
-    /// Number of `f32` features in one sample.
+    /// Number of features (pixels, values or tokens) in one sample.
     pub fn len(self) -> usize {
         match self {
             SampleShape::Image(shape) => shape.iter().product(),
-            SampleShape::Row(width) => width,
+            SampleShape::Row(width) | SampleShape::Tokens(width) => width,
         }
     }
 
@@ -80,6 +84,7 @@ impl SampleShape {
         match self {
             SampleShape::Image(shape) => SampleKind::Image(shape),
             SampleShape::Row(_) => SampleKind::Row,
+            SampleShape::Tokens(_) => SampleKind::Tokens,
         }
     }
 }
@@ -89,6 +94,7 @@ impl std::fmt::Display for SampleShape {
         match self {
             SampleShape::Image([c, h, w]) => write!(f, "{h}x{w} images with {c} channels"),
             SampleShape::Row(width) => write!(f, "rows of {width} features"),
+            SampleShape::Tokens(steps) => write!(f, "sequences of {steps} characters"),
         }
     }
 }
@@ -101,6 +107,8 @@ pub enum SampleKind {
     Image([usize; 3]),
     /// Rows of numeric features.
     Row,
+    /// Sequences of characters.
+    Tokens,
 }
 
 impl SampleKind {
@@ -109,6 +117,7 @@ impl SampleKind {
         match self {
             SampleKind::Image([c, h, w]) => format!("{h}x{w} images with {c} channels"),
             SampleKind::Row => "rows of numeric features".into(),
+            SampleKind::Tokens => "sequences of characters".into(),
         }
     }
 }
@@ -215,6 +224,12 @@ impl Dataset {
             } => feature_of_value[c.min(feature_of_value.len() - 1)][0],
             Features::Floats(_) => 0.0,
         }
+    }
+
+    /// Builds a data set of token sequences: `ids` holds `labels.len()` sequences of
+    /// `shape`, each id below `shape.num_classes`.
+    pub fn from_tokens(ids: Vec<u8>, labels: Vec<u8>, shape: DataShape) -> Self {
+        Self::from_bytes(ids, f32::from, labels, shape)
     }
 
     /// Builds a data set of real-valued features; `values` must hold `labels.len()` samples

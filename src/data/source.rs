@@ -134,6 +134,46 @@ impl Reader {
         Ok((path, bytes))
     }
 
+    /// The names of the `.json` files (raw or gzipped, named without `.gz`) in `folder`,
+    /// as `folder/<name>`, sorted.
+    pub fn list(&self, folder: &str) -> Result<Vec<String>, DataError> {
+        let mut names: Vec<String> = match &self.source {
+            Source::Embedded(embedded) => embedded
+                .files
+                .iter()
+                .map(|(name, _)| name.to_string())
+                .filter(|name| name.starts_with(&format!("{folder}/")))
+                .collect(),
+            Source::Folder(dir) => {
+                let path = dir.join(folder);
+                let io = |source| DataError::Io {
+                    path: path.clone(),
+                    source,
+                };
+                let mut names = Vec::new();
+                for entry in std::fs::read_dir(&path).map_err(io)? {
+                    let name = entry.map_err(io)?.file_name();
+                    names.push(format!("{folder}/{}", name.to_string_lossy()));
+                }
+                names
+            }
+        };
+        names.retain(|name| name.ends_with(".json") || name.ends_with(".json.gz"));
+        for name in &mut names {
+            if let Some(raw) = name.strip_suffix(".gz") {
+                *name = raw.to_string();
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// How file `name` is named in messages.
+    pub fn path_of(&self, name: &str) -> PathBuf {
+        self.source.path_of(name)
+    }
+
     /// The files read, for the manifest.
     pub fn into_files(self) -> Vec<DataFile> {
         self.files

@@ -7,6 +7,7 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Tensor, TensorData};
 use rand::RngExt;
 use rand_chacha::ChaCha12Rng;
+use rand_distr::{Distribution, StandardNormal};
 use serde::Serialize;
 
 use super::Net;
@@ -19,6 +20,8 @@ pub enum ParamKind {
     Weight,
     /// The bias of a dense or convolution layer.
     Bias,
+    /// A table of learned vectors, one row per token.
+    Embedding,
 }
 
 /// One parameter tensor inside the flat vector.
@@ -76,7 +79,7 @@ impl Layout {
 
 /// Draws initial parameters tensor by tensor, in layout order, each as its kind starts in
 /// PyTorch by default: the weights and biases of `Linear` and `Conv2d` uniform in
-/// `±1/sqrt(fan_in)`. Using the run's own stream (not the backend's global RNG) makes the
+/// `±1/sqrt(fan_in)`, embeddings standard normal. Using the run's own stream (not the backend's global RNG) makes the
 /// initial model a function of the seed alone.
 pub fn initial_params(layout: &Layout, rng: &mut ChaCha12Rng) -> Vec<f32> {
     let mut values = Vec::with_capacity(layout.len());
@@ -85,6 +88,11 @@ pub fn initial_params(layout: &Layout, rng: &mut ChaCha12Rng) -> Vec<f32> {
             ParamKind::Weight | ParamKind::Bias => {
                 let bound = 1.0 / (spec.fan_in as f32).sqrt();
                 values.extend((0..spec.len()).map(|_| rng.random_range(-bound..bound)));
+            }
+            ParamKind::Embedding => {
+                values.extend(
+                    (0..spec.len()).map(|_| Distribution::<f32>::sample(&StandardNormal, rng)),
+                );
             }
         }
     }
@@ -149,6 +157,8 @@ impl ModuleVisitor for LayoutCollector {
             ("weight", "Struct:Linear") => (ParamKind::Weight, shape[0]),
             // Convolution weights are [out, in, kernel...], as in PyTorch.
             ("weight", "Struct:Conv2d") => (ParamKind::Weight, shape[1..].iter().product()),
+            // One row per token; no fan-in sets its scale.
+            ("weight", "Struct:Embedding") => (ParamKind::Embedding, 1),
             _ => panic!("parameter {name} ({container}) has no known kind; add it to ParamKind"),
         };
         self.last_weight_fan_in = fan_in;

@@ -8,10 +8,11 @@ pub mod cifar_cnn;
 pub mod cnn;
 mod conv_pool;
 pub mod flat;
+pub mod lstm;
 pub mod mlp;
 
 use burn::module::Module;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Int, Tensor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -19,6 +20,7 @@ use crate::data::{DataShape, SampleKind, SampleShape};
 
 pub use cifar_cnn::CifarCnn;
 pub use cnn::Cnn;
+pub use lstm::CharLstm;
 pub use mlp::Mlp;
 
 /// Which architecture to train, with its hyperparameters, as the experiment file gives it:
@@ -42,6 +44,16 @@ pub enum ModelConfig {
     /// max pooling of stride 2, then dense layers of 384 and 192 units. Takes images.
     #[serde(rename = "cifar-cnn")]
     CifarCnn {},
+    /// LEAF's next-character model: a character embedding, stacked LSTM layers and a dense
+    /// layer from the last step to the vocabulary. Takes character sequences.
+    Lstm {
+        /// Width of the character embedding. Default 8.
+        #[serde(default = "lstm::default_embedding")]
+        embedding: usize,
+        /// Units of each LSTM layer, in order. Default `[256, 256]`.
+        #[serde(default = "lstm::default_hidden")]
+        hidden: Vec<usize>,
+    },
 }
 
 impl ModelConfig {
@@ -59,6 +71,7 @@ impl ModelConfig {
             ModelConfig::Mlp { .. } => "mlp",
             ModelConfig::Cnn {} => "cnn",
             ModelConfig::CifarCnn {} => "cifar-cnn",
+            ModelConfig::Lstm { .. } => "lstm",
         }
     }
 
@@ -66,13 +79,21 @@ impl ModelConfig {
     /// its hyperparameters, as (field under `model`, message).
     pub fn problems(&self, sample: SampleKind) -> Vec<(String, String)> {
         let mut problems = Vec::new();
-        if let ModelConfig::Mlp { hidden } = self
+        if let ModelConfig::Mlp { hidden } | ModelConfig::Lstm { hidden, .. } = self
             && let Some(i) = hidden.iter().position(|&units| units == 0)
         {
             problems.push((
                 format!("hidden[{i}]"),
                 "is 0; every hidden layer needs at least 1 unit".into(),
             ));
+        }
+        if let ModelConfig::Lstm { embedding, hidden } = self {
+            if *embedding == 0 {
+                problems.push(("embedding".into(), "is 0; must be at least 1".into()));
+            }
+            if hidden.is_empty() {
+                problems.push(("hidden".into(), "is empty; the LSTM needs a layer".into()));
+            }
         }
         if let (ModelConfig::Cnn {}, SampleKind::Image([_, height, width])) = (self, sample)
             && (height % cnn::DOWNSAMPLING != 0 || width % cnn::DOWNSAMPLING != 0)
@@ -82,17 +103,33 @@ impl ModelConfig {
                 format!("\"cnn\" needs image sides divisible by 4; the data set's images are {height}x{width}"),
             ));
         }
-        if let (ModelConfig::Cnn {} | ModelConfig::CifarCnn {}, SampleKind::Row) = (self, sample) {
+        if let Some(fitting) = self.fitting_models(sample) {
             problems.push((
                 "name".into(),
                 format!(
-                    "{:?} takes images, and the data set gives {}; use \"mlp\" or \"logistic\"",
+                    "{:?} cannot take {}; use {fitting}",
                     self.name(),
                     sample.describe()
                 ),
             ));
         }
         problems
+    }
+
+    /// The models that fit samples of `sample`, for a message, if this one does not.
+    fn fitting_models(&self, sample: SampleKind) -> Option<&'static str> {
+        let fits = match self {
+            ModelConfig::Logistic {} | ModelConfig::Mlp { .. } => sample != SampleKind::Tokens,
+            ModelConfig::Cnn {} | ModelConfig::CifarCnn {} => {
+                matches!(sample, SampleKind::Image(_))
+            }
+            ModelConfig::Lstm { .. } => sample == SampleKind::Tokens,
+        };
+        (!fits).then_some(match sample {
+            SampleKind::Image(_) => "\"mlp\", \"logistic\", \"cnn\" or \"cifar-cnn\"",
+            SampleKind::Row => "\"mlp\" or \"logistic\"",
+            SampleKind::Tokens => "\"lstm\"",
+        })
     }
 
     /// Multiply-adds of one sample's forward pass through each dense and convolution layer,
@@ -103,6 +140,9 @@ impl ModelConfig {
             ModelConfig::Mlp { hidden } => mlp::multiply_adds(hidden, shape),
             ModelConfig::Cnn {} => cnn::multiply_adds(shape),
             ModelConfig::CifarCnn {} => cifar_cnn::multiply_adds(shape),
+            ModelConfig::Lstm { embedding, hidden } => {
+                lstm::multiply_adds(*embedding, hidden, shape.sample.len(), shape)
+            }
         }
     }
 
@@ -140,13 +180,15 @@ pub enum Net {
     Cnn(Cnn),
     /// See [`CifarCnn`].
     CifarCnn(CifarCnn),
+    /// See [`CharLstm`].
+    Lstm(CharLstm),
 }
 
 /// The image shape of a data set a CNN was configured for.
 fn image(shape: DataShape) -> [usize; 3] {
     match shape.sample {
         SampleShape::Image(image) => image,
-        SampleShape::Row(_) => panic!("the CNNs take images; validation rejects other data"),
+        _ => panic!("the CNNs take images; validation rejects other data"),
     }
 }
 
@@ -157,9 +199,20 @@ pub enum Input {
     Images(Tensor<4>),
     /// Feature rows `[batch, features]`.
     Rows(Tensor<2>),
+    /// Token ids `[batch, steps]`.
+    Tokens(Tensor<2, Int>),
 }
 
 impl Net {
+    /// The architecture's name, for messages.
+    fn name(&self) -> &'static str {
+        match self {
+            Net::Mlp(_) => "the MLP",
+            Net::Cnn(_) | Net::CifarCnn(_) => "a CNN",
+            Net::Lstm(_) => "the LSTM",
+        }
+    }
+
     /// Builds the architecture `config` for data of `shape`. Parameters start at zero: the
     /// federation loads its seeded initial values (see [`flat::initial_params`]) rather than
     /// using the backend's global RNG. The config must have passed
@@ -172,6 +225,9 @@ impl Net {
             ModelConfig::CifarCnn {} => {
                 Net::CifarCnn(CifarCnn::new(image(shape), shape.num_classes, device))
             }
+            ModelConfig::Lstm { embedding, hidden } => {
+                Net::Lstm(CharLstm::new(*embedding, hidden, shape, device))
+            }
         }
     }
 
@@ -182,9 +238,11 @@ impl Net {
             (Net::Mlp(mlp), Input::Rows(rows)) => mlp.forward(rows),
             (Net::Cnn(cnn), Input::Images(images)) => cnn.forward(images),
             (Net::CifarCnn(cnn), Input::Images(images)) => cnn.forward(images),
-            (Net::Cnn(_) | Net::CifarCnn(_), Input::Rows(_)) => {
-                panic!("the CNNs take images; validation rejects other data")
-            }
+            (Net::Lstm(lstm), Input::Tokens(tokens)) => lstm.forward(tokens),
+            (net, _) => panic!(
+                "{} cannot take this input; validation rejects such data",
+                net.name()
+            ),
         }
     }
 }

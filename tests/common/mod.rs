@@ -72,3 +72,29 @@ pub fn summary(run: &Path) -> Value {
 pub fn model_bytes(run: &Path) -> Vec<u8> {
     fs::read(run.join("model.f32")).expect("model.f32 exists")
 }
+
+/// CIFAR-10's six binary files in `dir`, `per_file` records each in the real format: a label
+/// byte, then a 32x32 image's red, green and blue planes. Each class has its own brightness per
+/// channel, with a pattern of the record on top.
+pub fn write_cifar_files(dir: &Path, per_file: usize) {
+    let names = [
+        "data_batch_1",
+        "data_batch_2",
+        "data_batch_3",
+        "data_batch_4",
+        "data_batch_5",
+        "test_batch",
+    ];
+    for (f, name) in names.iter().enumerate() {
+        let mut bytes = Vec::new();
+        for i in 0..per_file {
+            let label = (i + f) % 10;
+            bytes.push(label as u8);
+            bytes.extend(
+                (0..3 * 1024)
+                    .map(|p| ((20 * label + 40 * (p / 1024) + (p * 7 + i * 13) % 31) % 256) as u8),
+            );
+        }
+        fs::write(dir.join(format!("{name}.bin")), bytes).unwrap();
+    }
+}

@@ -8,6 +8,7 @@ use std::path::Path;
 use fedsim::checkpoint::RunState;
 use fedsim::config::{ExperimentConfig, Override};
 use fedsim::data::idx::parse_idx;
+use fedsim::data::leaf::{LeafTask, parse_file};
 use fedsim::data::numpy::Array;
 use fedsim::data::partition::Partition;
 use fedsim::data::tabular::parse_csv;
@@ -85,5 +86,14 @@ pub fn npy(data: &[u8]) {
     match Array::parse("fuzzed.npy".into(), data) {
         Ok(array) => assert_eq!(array.shape().iter().product::<usize>(), array.len()),
         Err(error) => assert!(error.to_string().starts_with("fuzzed.npy")),
+    }
+}
+
+/// A LEAF JSON file's bytes, read as FEMNIST and as Shakespeare.
+pub fn leaf_json(data: &[u8]) {
+    for task in [LeafTask::Femnist, LeafTask::Shakespeare] {
+        if let Err(error) = parse_file(task, Path::new("fuzzed.json"), data) {
+            assert!(error.to_string().starts_with("fuzzed.json"));
+        }
     }
 }
