@@ -170,6 +170,21 @@ fn a_model_that_does_not_fit_the_data_is_rejected_with_a_message() {
         &[r#"model={"name": "mlp", "widths": [10]}"#],
         &["model", "unknown field `widths`"],
     );
+    assert_rejected(
+        "shakespeare-lstm",
+        &["model=mlp"],
+        &["\"mlp\" cannot take sequences of characters; use \"lstm\""],
+    );
+    assert_rejected(
+        "mnist-t1",
+        &["model=lstm"],
+        &["\"lstm\" cannot take 28x28 images"],
+    );
+    assert_rejected(
+        "mnist-t1",
+        &[r#"model={"name": "resnet", "depth": 21, "groups": 3}"#],
+        &["model.depth: is 21", "model.groups: is 3"],
+    );
 }
 
 #[test]
@@ -660,4 +675,37 @@ fn femnist_needs_its_folder() {
         stderr.contains("data.dir: FEMNIST is not built into fedsim"),
         "{stderr}"
     );
+}
+
+#[test]
+fn the_residual_network_with_groupnorm_trains_alike_on_one_or_two_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("femnist");
+    write_femnist_files(&data, 4, 25);
+    let copy = copy_of("mnist-t1", dir.path(), |v| {
+        v["data"] = json!({"dataset": "femnist", "dir": data});
+        v["partition"] = json!({"scheme": "natural"});
+        v["model"] = json!({"name": "resnet", "depth": 8, "groups": 4});
+        v["federation"] = json!({"num_clients": 4, "clients_per_round": 2, "rounds": 1});
+        v["eval"] = json!({"every": 1});
+    });
+    let run = |name: &str, workers: u32| {
+        let out = dir.path().join(name);
+        run_ok(
+            &copy,
+            &out,
+            &[&format!("federation.num_parallels={workers}")],
+        );
+        model_bytes(&out)
+    };
+    let one = run("one-worker", 1);
+    assert_eq!(one, run("two-workers", 2));
+    // ResNet-8: the stem, three blocks (two with projections), GroupNorm after each
+    // convolution, and a dense layer from 64 to FEMNIST's 62 classes.
+    let convs = 9 * 16
+        + 2 * 9 * 16 * 16
+        + (9 * 16 * 32 + 9 * 32 * 32 + 16 * 32)
+        + (9 * 32 * 64 + 9 * 64 * 64 + 32 * 64);
+    let norms = 2 * (16 + 2 * 16 + 3 * 32 + 3 * 64);
+    assert_eq!(one.len(), 4 * (convs + norms + 64 * 62 + 62));
 }

@@ -22,6 +22,10 @@ pub enum ParamKind {
     Bias,
     /// A table of learned vectors, one row per token.
     Embedding,
+    /// A normalisation layer's per-channel scale (GroupNorm's gamma).
+    NormScale,
+    /// A normalisation layer's per-channel shift (GroupNorm's beta).
+    NormShift,
 }
 
 /// One parameter tensor inside the flat vector.
@@ -79,7 +83,7 @@ impl Layout {
 
 /// Draws initial parameters tensor by tensor, in layout order, each as its kind starts in
 /// PyTorch by default: the weights and biases of `Linear` and `Conv2d` uniform in
-/// `±1/sqrt(fan_in)`, embeddings standard normal. Using the run's own stream (not the backend's global RNG) makes the
+/// `±1/sqrt(fan_in)`, embeddings standard normal, norm scales one and shifts zero. Using the run's own stream (not the backend's global RNG) makes the
 /// initial model a function of the seed alone.
 pub fn initial_params(layout: &Layout, rng: &mut ChaCha12Rng) -> Vec<f32> {
     let mut values = Vec::with_capacity(layout.len());
@@ -94,6 +98,8 @@ pub fn initial_params(layout: &Layout, rng: &mut ChaCha12Rng) -> Vec<f32> {
                     (0..spec.len()).map(|_| Distribution::<f32>::sample(&StandardNormal, rng)),
                 );
             }
+            ParamKind::NormScale => values.extend(std::iter::repeat_n(1.0, spec.len())),
+            ParamKind::NormShift => values.extend(std::iter::repeat_n(0.0, spec.len())),
         }
     }
     values
@@ -159,6 +165,8 @@ impl ModuleVisitor for LayoutCollector {
             ("weight", "Struct:Conv2d") => (ParamKind::Weight, shape[1..].iter().product()),
             // One row per token; no fan-in sets its scale.
             ("weight", "Struct:Embedding") => (ParamKind::Embedding, 1),
+            ("gamma", "Struct:GroupNorm") => (ParamKind::NormScale, 1),
+            ("beta", "Struct:GroupNorm") => (ParamKind::NormShift, 1),
             _ => panic!("parameter {name} ({container}) has no known kind; add it to ParamKind"),
         };
         self.last_weight_fan_in = fan_in;

@@ -10,6 +10,7 @@ mod conv_pool;
 pub mod flat;
 pub mod lstm;
 pub mod mlp;
+pub mod resnet;
 
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
@@ -22,6 +23,7 @@ pub use cifar_cnn::CifarCnn;
 pub use cnn::Cnn;
 pub use lstm::CharLstm;
 pub use mlp::Mlp;
+pub use resnet::ResNet;
 
 /// Which architecture to train, with its hyperparameters, as the experiment file gives it:
 /// `{"name": "mlp", "hidden": [200, 200]}`, or the name alone (`"mlp"`) for the defaults.
@@ -44,6 +46,16 @@ pub enum ModelConfig {
     /// max pooling of stride 2, then dense layers of 384 and 192 units. Takes images.
     #[serde(rename = "cifar-cnn")]
     CifarCnn {},
+    /// A CIFAR residual network of He et al. (2016) with GroupNorm: `depth` = 6n + 2 layers
+    /// in three stages of 16, 32 and 64 channels. Takes images.
+    Resnet {
+        /// Layers: 8, 14, 20, 32, 44, 56 or 110. Default 20.
+        #[serde(default = "resnet::default_depth")]
+        depth: usize,
+        /// GroupNorm's groups per layer; divides 16. Default 2.
+        #[serde(default = "resnet::default_groups")]
+        groups: usize,
+    },
     /// LEAF's next-character model: a character embedding, stacked LSTM layers and a dense
     /// layer from the last step to the vocabulary. Takes character sequences.
     Lstm {
@@ -71,6 +83,7 @@ impl ModelConfig {
             ModelConfig::Mlp { .. } => "mlp",
             ModelConfig::Cnn {} => "cnn",
             ModelConfig::CifarCnn {} => "cifar-cnn",
+            ModelConfig::Resnet { .. } => "resnet",
             ModelConfig::Lstm { .. } => "lstm",
         }
     }
@@ -94,6 +107,9 @@ impl ModelConfig {
             if hidden.is_empty() {
                 problems.push(("hidden".into(), "is empty; the LSTM needs a layer".into()));
             }
+        }
+        if let ModelConfig::Resnet { depth, groups } = self {
+            problems.extend(resnet::problems(*depth, *groups));
         }
         if let (ModelConfig::Cnn {}, SampleKind::Image([_, height, width])) = (self, sample)
             && (height % cnn::DOWNSAMPLING != 0 || width % cnn::DOWNSAMPLING != 0)
@@ -120,13 +136,13 @@ impl ModelConfig {
     fn fitting_models(&self, sample: SampleKind) -> Option<&'static str> {
         let fits = match self {
             ModelConfig::Logistic {} | ModelConfig::Mlp { .. } => sample != SampleKind::Tokens,
-            ModelConfig::Cnn {} | ModelConfig::CifarCnn {} => {
+            ModelConfig::Cnn {} | ModelConfig::CifarCnn {} | ModelConfig::Resnet { .. } => {
                 matches!(sample, SampleKind::Image(_))
             }
             ModelConfig::Lstm { .. } => sample == SampleKind::Tokens,
         };
         (!fits).then_some(match sample {
-            SampleKind::Image(_) => "\"mlp\", \"logistic\", \"cnn\" or \"cifar-cnn\"",
+            SampleKind::Image(_) => "\"mlp\", \"logistic\", \"cnn\", \"cifar-cnn\" or \"resnet\"",
             SampleKind::Row => "\"mlp\" or \"logistic\"",
             SampleKind::Tokens => "\"lstm\"",
         })
@@ -140,6 +156,7 @@ impl ModelConfig {
             ModelConfig::Mlp { hidden } => mlp::multiply_adds(hidden, shape),
             ModelConfig::Cnn {} => cnn::multiply_adds(shape),
             ModelConfig::CifarCnn {} => cifar_cnn::multiply_adds(shape),
+            ModelConfig::Resnet { depth, .. } => resnet::multiply_adds_for(*depth, shape),
             ModelConfig::Lstm { embedding, hidden } => {
                 lstm::multiply_adds(*embedding, hidden, shape.sample.len(), shape)
             }
@@ -180,6 +197,8 @@ pub enum Net {
     Cnn(Cnn),
     /// See [`CifarCnn`].
     CifarCnn(CifarCnn),
+    /// See [`ResNet`].
+    Resnet(ResNet),
     /// See [`CharLstm`].
     Lstm(CharLstm),
 }
@@ -208,7 +227,7 @@ impl Net {
     fn name(&self) -> &'static str {
         match self {
             Net::Mlp(_) => "the MLP",
-            Net::Cnn(_) | Net::CifarCnn(_) => "a CNN",
+            Net::Cnn(_) | Net::CifarCnn(_) | Net::Resnet(_) => "a CNN",
             Net::Lstm(_) => "the LSTM",
         }
     }
@@ -225,6 +244,16 @@ impl Net {
             ModelConfig::CifarCnn {} => {
                 Net::CifarCnn(CifarCnn::new(image(shape), shape.num_classes, device))
             }
+            ModelConfig::Resnet { depth, groups } => {
+                let [channels, ..] = image(shape);
+                Net::Resnet(ResNet::new(
+                    *depth,
+                    *groups,
+                    channels,
+                    shape.num_classes,
+                    device,
+                ))
+            }
             ModelConfig::Lstm { embedding, hidden } => {
                 Net::Lstm(CharLstm::new(*embedding, hidden, shape, device))
             }
@@ -238,6 +267,7 @@ impl Net {
             (Net::Mlp(mlp), Input::Rows(rows)) => mlp.forward(rows),
             (Net::Cnn(cnn), Input::Images(images)) => cnn.forward(images),
             (Net::CifarCnn(cnn), Input::Images(images)) => cnn.forward(images),
+            (Net::Resnet(resnet), Input::Images(images)) => resnet.forward(images),
             (Net::Lstm(lstm), Input::Tokens(tokens)) => lstm.forward(tokens),
             (net, _) => panic!(
                 "{} cannot take this input; validation rejects such data",

@@ -1,0 +1,244 @@
+//! The CIFAR residual networks of He et al. (2016), "Deep Residual Learning for Image
+//! Recognition" (ResNet-20 and its kin: `6n + 2` layers in three stages of 16, 32 and 64
+//! channels), with GroupNorm in place of BatchNorm.
+//!
+//! GroupNorm, not BatchNorm: BatchNorm normalises with statistics of the batch, and keeps
+//! running means and variances for evaluation. Under federated training on non-IID clients
+//! each client's batches have other statistics, and averaging the running statistics does not
+//! give the global data's: Hsieh et al. (2020), "The Non-IID Data Quagmire of Decentralized
+//! Machine Learning", show BatchNorm failing there and GroupNorm recovering most of the loss.
+//! GroupNorm normalises each sample over groups of channels, so training and evaluation
+//! compute the same function and the model holds trainable tensors only: nothing in the flat
+//! vector is a statistic that averaging would corrupt.
+//!
+//! Where a block changes the channel count or the image size, its shortcut is a 1x1
+//! convolution of stride 2 with GroupNorm (the paper's option B).
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::{GroupNorm, GroupNormConfig, Initializer, Linear, PaddingConfig2d};
+use burn::tensor::activation::relu;
+use burn::tensor::module::adaptive_avg_pool2d;
+use burn::tensor::{Device, Tensor};
+
+use super::mlp::dense;
+use crate::data::DataShape;
+
+/// Channels of the stem and of each stage.
+const STAGE_CHANNELS: [usize; 3] = [16, 32, 64];
+
+/// ResNet-20, the depth Hsieh et al. train.
+pub(super) fn default_depth() -> usize {
+    20
+}
+
+/// Groups of GroupNorm in every layer.
+pub(super) fn default_groups() -> usize {
+    2
+}
+
+/// Why `depth` and `groups` do not make a network, as (field, message).
+pub(super) fn problems(depth: usize, groups: usize) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    if depth < 8 || (depth - 2) % 6 != 0 {
+        problems.push((
+            "depth".into(),
+            format!("is {depth}; the CIFAR ResNets have 6n + 2 layers: 8, 14, 20, 32, 44, 56, 110"),
+        ));
+    }
+    if groups == 0 || STAGE_CHANNELS[0] % groups != 0 {
+        problems.push((
+            "groups".into(),
+            format!(
+                "is {groups}; it must divide 16, the fewest channels of a layer: 1, 2, 4, 8 or 16"
+            ),
+        ));
+    }
+    problems
+}
+
+/// The stem, three stages of residual blocks, global average pooling and a dense layer.
+#[derive(Module, Debug)]
+pub struct ResNet {
+    stem: ConvNorm,
+    blocks: Vec<Block>,
+    output: Linear,
+}
+
+/// A 3x3 (or 1x1) convolution without bias, then GroupNorm.
+#[derive(Module, Debug)]
+struct ConvNorm {
+    conv: Conv2d,
+    norm: GroupNorm,
+}
+
+/// Two 3x3 convolutions with a shortcut around them.
+#[derive(Module, Debug)]
+struct Block {
+    first: ConvNorm,
+    second: ConvNorm,
+    /// The projection where the block changes channels and size; none where the input
+    /// passes as it is.
+    shortcut: Option<ConvNorm>,
+}
+
+/// The blocks as (inputs, outputs, stride), in order.
+fn block_plan(depth: usize) -> Vec<(usize, usize, usize)> {
+    let per_stage = (depth - 2) / 6;
+    let mut plan = Vec::new();
+    let mut inputs = STAGE_CHANNELS[0];
+    for (stage, &outputs) in STAGE_CHANNELS.iter().enumerate() {
+        for block in 0..per_stage {
+            let stride = if stage > 0 && block == 0 { 2 } else { 1 };
+            plan.push((inputs, outputs, stride));
+            inputs = outputs;
+        }
+    }
+    plan
+}
+
+impl ResNet {
+    /// A network of `depth` layers for images of `channels`, with zeroed parameters and
+    /// GroupNorm's scales at one.
+    pub fn new(
+        depth: usize,
+        groups: usize,
+        channels: usize,
+        num_classes: usize,
+        device: &Device,
+    ) -> Self {
+        let conv_norm = |inputs, outputs, kernel, stride| ConvNorm {
+            conv: Conv2dConfig::new([inputs, outputs], [kernel, kernel])
+                .with_stride([stride, stride])
+                .with_padding(PaddingConfig2d::Explicit(
+                    kernel / 2,
+                    kernel / 2,
+                    kernel / 2,
+                    kernel / 2,
+                ))
+                .with_bias(false)
+                .with_initializer(Initializer::Zeros)
+                .init(device),
+            norm: GroupNormConfig::new(groups, outputs).init(device),
+        };
+        let blocks = block_plan(depth)
+            .into_iter()
+            .map(|(inputs, outputs, stride)| Block {
+                first: conv_norm(inputs, outputs, 3, stride),
+                second: conv_norm(outputs, outputs, 3, 1),
+                shortcut: (inputs != outputs || stride != 1)
+                    .then(|| conv_norm(inputs, outputs, 1, stride)),
+            })
+            .collect();
+        Self {
+            stem: conv_norm(channels, STAGE_CHANNELS[0], 3, 1),
+            blocks,
+            output: dense(STAGE_CHANNELS[2], num_classes, device),
+        }
+    }
+
+    /// Logits for images `[batch, channels, height, width]`.
+    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        let x = relu(self.stem.forward(images));
+        let x = self.blocks.iter().fold(x, |x, block| block.forward(x));
+        let pooled = adaptive_avg_pool2d(x, [1, 1]).flatten(1, 3);
+        self.output.forward(pooled)
+    }
+}
+
+impl ConvNorm {
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        self.norm.forward(self.conv.forward(x))
+    }
+}
+
+impl Block {
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let shortcut = match &self.shortcut {
+            Some(projection) => projection.forward(x.clone()),
+            None => x.clone(),
+        };
+        let y = relu(self.first.forward(x));
+        relu(self.second.forward(y) + shortcut)
+    }
+}
+
+/// Multiply-adds per sample of each convolution and of the dense layer, in order (stride-2
+/// layers halve height and width, rounding up as padded convolutions do).
+pub(super) fn multiply_adds(depth: usize, image: [usize; 3], num_classes: usize) -> Vec<u64> {
+    let [channels, mut height, mut width] = image;
+    let conv = |inputs: usize, outputs: usize, kernel: usize, pixels: usize| {
+        (pixels * outputs * inputs * kernel * kernel) as u64
+    };
+    let mut layers = vec![conv(channels, STAGE_CHANNELS[0], 3, height * width)];
+    for (inputs, outputs, stride) in block_plan(depth) {
+        if stride == 2 {
+            (height, width) = (height.div_ceil(2), width.div_ceil(2));
+        }
+        let pixels = height * width;
+        layers.push(conv(inputs, outputs, 3, pixels));
+        layers.push(conv(outputs, outputs, 3, pixels));
+        if inputs != outputs || stride != 1 {
+            layers.push(conv(inputs, outputs, 1, pixels));
+        }
+    }
+    layers.push((STAGE_CHANNELS[2] * num_classes) as u64);
+    layers
+}
+
+/// [`multiply_adds`] for a data set's shape.
+pub(super) fn multiply_adds_for(depth: usize, shape: DataShape) -> Vec<u64> {
+    multiply_adds(depth, super::image(shape), shape.num_classes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Net;
+    use crate::model::flat::{Layout, ParamKind};
+    use burn::tensor::TensorData;
+
+    #[test]
+    fn resnet_20_has_its_parameter_count() {
+        let net = ResNet::new(20, 2, 3, 10, &Device::flex());
+        // ResNet-20 with option A shortcuts and BatchNorm has 269,722 parameters (He et al.'s
+        // 0.27M); GroupNorm has as many, and option B adds two 1x1 projections (16 to 32 and
+        // 32 to 64 channels) with their norms.
+        let params = net.num_params();
+        assert_eq!(params, 269_722 + (16 * 32 + 2 * 32) + (32 * 64 + 2 * 64));
+    }
+
+    #[test]
+    fn norm_scales_start_at_one_and_shifts_at_zero() {
+        let net = Net::Resnet(ResNet::new(8, 2, 1, 10, &Device::flex()));
+        let layout = Layout::of(&net);
+        let kinds: Vec<ParamKind> = layout.params.iter().take(3).map(|p| p.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                ParamKind::Weight,
+                ParamKind::NormScale,
+                ParamKind::NormShift
+            ]
+        );
+    }
+
+    #[test]
+    fn images_of_any_size_give_one_row_of_logits_each() {
+        let device = Device::flex();
+        let net = ResNet::new(8, 4, 1, 62, &device);
+        let images = Tensor::<4>::from_data(
+            TensorData::new(vec![0.5f32; 2 * 28 * 28], [2, 1, 28, 28]),
+            &device,
+        );
+        assert_eq!(net.forward(images).dims(), [2, 62]);
+        assert_eq!(multiply_adds(8, [1, 28, 28], 62).len(), 1 + 3 * 2 + 2 + 1);
+    }
+
+    #[test]
+    fn depths_and_groups_that_make_no_network_are_named() {
+        assert!(problems(20, 2).is_empty());
+        let fields: Vec<String> = problems(21, 3).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(fields, ["depth", "groups"]);
+    }
+}
