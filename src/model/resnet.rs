@@ -40,13 +40,13 @@ pub(super) fn default_groups() -> usize {
 /// Why `depth` and `groups` do not make a network, as (field, message).
 pub(super) fn problems(depth: usize, groups: usize) -> Vec<(String, String)> {
     let mut problems = Vec::new();
-    if depth < 8 || (depth - 2) % 6 != 0 {
+    if depth < 8 || !(depth - 2).is_multiple_of(6) {
         problems.push((
             "depth".into(),
             format!("is {depth}; the CIFAR ResNets have 6n + 2 layers: 8, 14, 20, 32, 44, 56, 110"),
         ));
     }
-    if groups == 0 || STAGE_CHANNELS[0] % groups != 0 {
+    if groups == 0 || !STAGE_CHANNELS[0].is_multiple_of(groups) {
         problems.push((
             "groups".into(),
             format!(
