@@ -110,7 +110,7 @@ fn each_validation_rule_names_its_field() {
         ("/client/batch_size", 0.into(), "client.batch_size"),
         ("/eval/every", 0.into(), "eval.every"),
         ("/name", "a b".into(), "name"),
-        ("/model", "resnet".into(), "model"),
+        ("/model", "transformer".into(), "model"),
         ("/data/dir", "/nonexistent/mnist".into(), "data.dir"),
         (
             "/partition",

@@ -8,7 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::{
-    experiment, fedsim, metrics_without_timing, model_bytes, run_ok, summary, write_cifar_files,
+    experiment, fails_with, fedsim, metrics_without_timing, model_bytes, run_ok, summary,
+    write_cifar_files,
 };
 use serde_json::{Value, json};
 
@@ -253,18 +254,14 @@ fn a_bad_csv_row_is_named_with_its_file_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let data = table_files(dir.path(), 400, |text| text.replacen(",0.", ",x.", 1));
     let copy = copy_of("breast-cancer", dir.path(), |v| v["data"] = data);
-    let output = fedsim(&["run", copy.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = fails_with(&["run", copy.to_str().unwrap()], 2);
     assert!(stderr.contains("test.csv line 2, column"), "{stderr}");
     assert!(stderr.contains("is not a finite number"), "{stderr}");
     let data = table_files(dir.path(), 400, |text| {
         text.replacen("diagnosis", "label", 1)
     });
     let copy = copy_of("breast-cancer", dir.path(), |v| v["data"] = data);
-    let output = fedsim(&["run", copy.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = fails_with(&["run", copy.to_str().unwrap()], 2);
     assert!(
         stderr.contains("test.csv has no column \"diagnosis\""),
         "{stderr}"
@@ -506,18 +503,18 @@ fn cifar10_trains_the_cifar_cnn_with_seeded_augmentation() {
 }
 
 #[test]
-fn cifar10_needs_its_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    let copy = copy_of("mnist-t1", dir.path(), |v| {
-        v["data"] = json!({"dataset": "cifar10"})
-    });
-    let output = fedsim(&["run", copy.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("data.dir: CIFAR-10 is not built into fedsim"),
-        "{stderr}"
-    );
+fn data_sets_that_do_not_ship_need_their_folder() {
+    for (dataset, expected) in [
+        ("cifar10", "data.dir: CIFAR-10 is not built into fedsim"),
+        ("femnist", "data.dir: FEMNIST is not built into fedsim"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = copy_of("mnist-t1", dir.path(), |v| {
+            v["data"] = json!({ "dataset": dataset })
+        });
+        let stderr = fails_with(&["run", copy.to_str().unwrap()], 2);
+        assert!(stderr.contains(expected), "{stderr}");
+    }
 }
 
 #[test]
@@ -612,16 +609,17 @@ fn femnist_in_leafs_format_trains_on_its_writers() {
     let last: Value = serde_json::from_str(&metrics_without_timing(&out)[0]).unwrap();
     assert!(last["client_accuracy"]["mean"].as_f64().is_some(), "{last}");
     // The natural partition takes the writers as they are.
-    let output = fedsim(&[
-        "run",
-        copy.to_str().unwrap(),
-        "--set",
-        "federation.num_clients=5",
-        "--set",
-        "federation.clients_per_round=2",
-    ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = fails_with(
+        &[
+            "run",
+            copy.to_str().unwrap(),
+            "--set",
+            "federation.num_clients=5",
+            "--set",
+            "federation.clients_per_round=2",
+        ],
+        2,
+    );
     assert!(
         stderr.contains("federation.num_clients is 5, and the data set defines 6 clients"),
         "{stderr}"
@@ -642,9 +640,7 @@ fn a_bad_leaf_file_is_named_with_the_user_and_sample() {
     let copy = copy_of("mnist-t1", dir.path(), |v| {
         v["data"] = json!({"dataset": "femnist", "dir": data});
     });
-    let output = fedsim(&["run", copy.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = fails_with(&["run", copy.to_str().unwrap()], 2);
     assert!(
         stderr.contains(
             "all_data_0.json user \"f0001_00\", sample 0: y is 62; FEMNIST classes are 0 to 61"
@@ -653,26 +649,9 @@ fn a_bad_leaf_file_is_named_with_the_user_and_sample() {
     );
     // A file cut short names its line and column.
     fs::write(&train, &text[..text.len() / 2]).unwrap();
-    let output = fedsim(&["run", copy.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = fails_with(&["run", copy.to_str().unwrap()], 2);
     assert!(
         stderr.contains("all_data_0.json is not a LEAF file") && stderr.contains("line 1 column"),
-        "{stderr}"
-    );
-}
-
-#[test]
-fn femnist_needs_its_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    let copy = copy_of("mnist-t1", dir.path(), |v| {
-        v["data"] = json!({"dataset": "femnist"})
-    });
-    let output = fedsim(&["run", copy.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("data.dir: FEMNIST is not built into fedsim"),
         "{stderr}"
     );
 }

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use common::{fedsim, write_cifar_files};
+use common::{fails_with, write_cifar_files};
 use fedsim::data::Normalization;
 use fedsim::data::cifar;
 use fedsim::data::fetch::{CIFAR10, Fetch, FetchError};
@@ -164,23 +164,23 @@ fn an_archive_put_in_the_folder_by_hand_is_used_without_a_download() {
     assert_cifar_folder(&fetch.run(dir.path()).unwrap(), 3);
 }
 
+/// Runs `fedsim data fetch cifar10` into `dir` from `url`, which must fail; returns stderr.
+fn fetch_fails(dir: &Path, url: &str) -> String {
+    let dir = dir.to_str().unwrap();
+    fails_with(
+        &[
+            "data", "fetch", "cifar10", "--dir", dir, "--url", url, "--quiet",
+        ],
+        1,
+    )
+}
+
 #[test]
 fn the_command_checks_a_mirrors_file_against_the_published_checksum() {
     let (address, _) = serve(cifar_archive(2), None);
     let dir = tempfile::tempdir().unwrap();
     let url = format!("{address}/cifar-10-binary.tar.gz");
-    let output = fedsim(&[
-        "data",
-        "fetch",
-        "cifar10",
-        "--dir",
-        dir.path().to_str().unwrap(),
-        "--url",
-        &url,
-        "--quiet",
-    ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let stderr = fetch_fails(dir.path(), &url);
     assert!(
         stderr.contains("the publisher gives c32a1d4ab5d03f1284b67883e8d87530"),
         "{stderr}"
@@ -197,17 +197,7 @@ fn offline_the_command_says_what_to_do() {
         .port();
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://127.0.0.1:{port}/cifar-10-binary.tar.gz");
-    let output = fedsim(&[
-        "data",
-        "fetch",
-        "cifar10",
-        "--dir",
-        dir.path().to_str().unwrap(),
-        "--url",
-        &url,
-    ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let stderr = fetch_fails(dir.path(), &url);
     assert!(
         stderr.contains(&format!("cannot download {url}"))
             && stderr.contains("Is this machine online?")

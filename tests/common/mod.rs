@@ -27,6 +27,16 @@ pub fn fedsim(args: &[&str]) -> Output {
         .expect("the fedsim binary runs")
 }
 
+/// Runs the `fedsim` binary with `args`, asserts that it exits with `code` without a panic,
+/// and returns what it wrote to stderr.
+pub fn fails_with(args: &[&str], code: i32) -> String {
+    let output = fedsim(args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(code), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
 /// Runs `fedsim run EXPERIMENT --out OUT --quiet` with extra `--set`s and asserts it succeeds.
 pub fn run_ok(experiment: &Path, out: &Path, sets: &[&str]) -> Output {
     let mut args = vec![
