@@ -582,18 +582,32 @@ fn write_femnist_files(dir: &Path, writers: usize, per_writer: usize) {
     }
 }
 
+/// A copy of mnist-t1 in `dir` that reads LEAF FEMNIST files of `writers` writers (see
+/// [`write_femnist_files`]) with the natural partition and `model`; returns it and the files'
+/// folder.
+fn femnist_experiment(
+    dir: &Path,
+    writers: usize,
+    per_writer: usize,
+    model: Value,
+) -> (PathBuf, PathBuf) {
+    let data = dir.join("femnist");
+    write_femnist_files(&data, writers, per_writer);
+    let copy = copy_of("mnist-t1", dir, |v| {
+        v["data"] = json!({"dataset": "femnist", "dir": data});
+        v["partition"] = json!({"scheme": "natural"});
+        v["model"] = model;
+        v["federation"] =
+            json!({"num_clients": writers, "clients_per_round": writers / 2, "rounds": 1});
+        v["eval"] = json!({"every": 1});
+    });
+    (copy, data)
+}
+
 #[test]
 fn femnist_in_leafs_format_trains_on_its_writers() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("femnist");
-    write_femnist_files(&data, 6, 20);
-    let copy = copy_of("mnist-t1", dir.path(), |v| {
-        v["data"] = json!({"dataset": "femnist", "dir": data});
-        v["partition"] = json!({"scheme": "natural"});
-        v["model"] = json!("cnn");
-        v["federation"] = json!({"num_clients": 6, "clients_per_round": 3, "rounds": 1});
-        v["eval"] = json!({"every": 1});
-    });
+    let (copy, _) = femnist_experiment(dir.path(), 6, 20, json!("cnn"));
     let out = dir.path().join("run");
     run_ok(&copy, &out, &[]);
     let partition: Value =
@@ -629,17 +643,13 @@ fn femnist_in_leafs_format_trains_on_its_writers() {
 #[test]
 fn a_bad_leaf_file_is_named_with_the_user_and_sample() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("femnist");
-    write_femnist_files(&data, 2, 3);
+    let (copy, data) = femnist_experiment(dir.path(), 2, 3, json!("cnn"));
     let train = data.join("train").join("all_data_0.json");
     let text = fs::read_to_string(&train).unwrap();
     // The second writer's first label becomes 62, one past FEMNIST's classes.
     let mut file: Value = serde_json::from_str(&text).unwrap();
     file["user_data"]["f0001_00"]["y"][0] = json!(62);
     fs::write(&train, file.to_string()).unwrap();
-    let copy = copy_of("mnist-t1", dir.path(), |v| {
-        v["data"] = json!({"dataset": "femnist", "dir": data});
-    });
     let stderr = fails_with(&["run", copy.to_str().unwrap()], 2);
     assert!(
         stderr.contains(
@@ -659,15 +669,8 @@ fn a_bad_leaf_file_is_named_with_the_user_and_sample() {
 #[test]
 fn the_residual_network_with_groupnorm_trains_alike_on_one_or_two_workers() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("femnist");
-    write_femnist_files(&data, 4, 25);
-    let copy = copy_of("mnist-t1", dir.path(), |v| {
-        v["data"] = json!({"dataset": "femnist", "dir": data});
-        v["partition"] = json!({"scheme": "natural"});
-        v["model"] = json!({"name": "resnet", "depth": 8, "groups": 4});
-        v["federation"] = json!({"num_clients": 4, "clients_per_round": 2, "rounds": 1});
-        v["eval"] = json!({"every": 1});
-    });
+    let model = json!({"name": "resnet", "depth": 8, "groups": 4});
+    let (copy, _) = femnist_experiment(dir.path(), 4, 25, model);
     let run = |name: &str, workers: u32| {
         let out = dir.path().join(name);
         run_ok(
