@@ -487,13 +487,7 @@ fn cifar10_trains_the_cifar_cnn_with_seeded_augmentation() {
             v["model"] = json!("cifar-cnn");
             v["data"] = json!({"dataset": "cifar10", "dir": data, "normalize": "standard", "augment": augment});
         });
-        let out = dir.path().join(name);
-        run_ok(
-            &copy,
-            &out,
-            &[&format!("federation.num_parallels={workers}")],
-        );
-        model_bytes(&out)
+        model_bytes(&run_with_workers(&copy, dir.path().join(name), workers))
     };
     let augmented = run("one-worker", true, 1);
     // 1.76M parameters: conv 3-64 and 64-64, dense 4096-384-192-10.
@@ -526,15 +520,7 @@ fn the_built_in_shakespeare_set_trains_the_lstm_on_its_speaking_roles() {
         v["federation"]["rounds"] = json!(2);
         v["eval"] = json!({"every": 2});
     });
-    let run = |name: &str, workers: u32| {
-        let out = dir.path().join(name);
-        run_ok(
-            &copy,
-            &out,
-            &[&format!("federation.num_parallels={workers}")],
-        );
-        out
-    };
+    let run = |name: &str, workers: u32| run_with_workers(&copy, dir.path().join(name), workers);
     let (one, two) = (run("one-worker", 1), run("two-workers", 2));
     assert_eq!(model_bytes(&one), model_bytes(&two));
     assert_eq!(metrics_without_timing(&one), metrics_without_timing(&two));
@@ -580,6 +566,16 @@ fn write_femnist_files(dir: &Path, writers: usize, per_writer: usize) {
         fs::create_dir_all(dir.join(split)).unwrap();
         fs::write(dir.join(split).join("all_data_0.json"), file.to_string()).unwrap();
     }
+}
+
+/// Runs `copy` on `workers` worker threads into `out`; returns `out`.
+fn run_with_workers(copy: &Path, out: PathBuf, workers: u32) -> PathBuf {
+    run_ok(
+        copy,
+        &out,
+        &[&format!("federation.num_parallels={workers}")],
+    );
+    out
 }
 
 /// A copy of mnist-t1 in `dir` that reads LEAF FEMNIST files of `writers` writers (see
@@ -672,13 +668,7 @@ fn the_residual_network_with_groupnorm_trains_alike_on_one_or_two_workers() {
     let model = json!({"name": "resnet", "depth": 8, "groups": 4});
     let (copy, _) = femnist_experiment(dir.path(), 4, 25, model);
     let run = |name: &str, workers: u32| {
-        let out = dir.path().join(name);
-        run_ok(
-            &copy,
-            &out,
-            &[&format!("federation.num_parallels={workers}")],
-        );
-        model_bytes(&out)
+        model_bytes(&run_with_workers(&copy, dir.path().join(name), workers))
     };
     let one = run("one-worker", 1);
     assert_eq!(one, run("two-workers", 2));

@@ -78,35 +78,30 @@ pub fn load(task: LeafTask, dir: Option<&Path>) -> Result<TrainTest, DataError> 
         Some(dir) => Source::Folder(dir.to_path_buf()),
         None => Source::Embedded(&SHAKESPEARE),
     };
-    let mut reader = Reader::new(source)?;
+    let reader = Reader::new(source)?;
+    match task {
+        LeafTask::Femnist => read_splits::<FemnistSamples>(reader),
+        LeafTask::Shakespeare => read_splits::<ShakespeareSamples>(reader),
+    }
+}
+
+/// Reads the training split, then the test split of the same users.
+fn read_splits<S: Samples>(mut reader: Reader) -> Result<TrainTest, DataError> {
     let mut users = Users::default();
-    let (train, natural_train) = match task {
-        LeafTask::Femnist => read_split::<FemnistSamples>(&mut reader, "train", &mut users)?,
-        LeafTask::Shakespeare => {
-            read_split::<ShakespeareSamples>(&mut reader, "train", &mut users)?
-        }
-    };
+    let (train, natural_train) = read_split::<S>(&mut reader, "train", &mut users)?;
     users.frozen = true;
-    let (test, natural_test) = match task {
-        LeafTask::Femnist => read_split::<FemnistSamples>(&mut reader, "test", &mut users)?,
-        LeafTask::Shakespeare => read_split::<ShakespeareSamples>(&mut reader, "test", &mut users)?,
-    };
-    let test = match task {
-        // A test set may lack the longest sequence length only if it is empty.
-        LeafTask::Shakespeare
-            if train.shape().sample != test.shape().sample && !test.is_empty() =>
-        {
-            return Err(DataError::Corrupt {
-                path: reader.path_of("test"),
-                reason: format!(
-                    "holds {}, the training files {}",
-                    test.shape().sample,
-                    train.shape().sample
-                ),
-            });
-        }
-        _ => test,
-    };
+    let (test, natural_test) = read_split::<S>(&mut reader, "test", &mut users)?;
+    // Sequences of another length than the training ones (an empty test split has none).
+    if train.shape() != test.shape() && !test.is_empty() {
+        return Err(DataError::Corrupt {
+            path: reader.path_of("test"),
+            reason: format!(
+                "holds {}, the training files {}",
+                test.shape().sample,
+                train.shape().sample
+            ),
+        });
+    }
     Ok(TrainTest {
         train,
         test,

@@ -156,7 +156,9 @@ impl ModelConfig {
             ModelConfig::Mlp { hidden } => mlp::multiply_adds(hidden, shape),
             ModelConfig::Cnn {} => cnn::multiply_adds(shape),
             ModelConfig::CifarCnn {} => cifar_cnn::multiply_adds(shape),
-            ModelConfig::Resnet { depth, .. } => resnet::multiply_adds_for(*depth, shape),
+            ModelConfig::Resnet { depth, .. } => {
+                resnet::multiply_adds(*depth, image(shape), shape.num_classes)
+            }
             ModelConfig::Lstm { embedding, hidden } => {
                 lstm::multiply_adds(*embedding, hidden, shape.sample.len(), shape)
             }

@@ -22,7 +22,6 @@ use burn::tensor::module::adaptive_avg_pool2d;
 use burn::tensor::{Device, Tensor};
 
 use super::mlp::dense;
-use crate::data::DataShape;
 
 /// Channels of the stem and of each stage.
 const STAGE_CHANNELS: [usize; 3] = [16, 32, 64];
@@ -184,11 +183,6 @@ pub(super) fn multiply_adds(depth: usize, image: [usize; 3], num_classes: usize)
     }
     layers.push((STAGE_CHANNELS[2] * num_classes) as u64);
     layers
-}
-
-/// [`multiply_adds`] for a data set's shape.
-pub(super) fn multiply_adds_for(depth: usize, shape: DataShape) -> Vec<u64> {
-    multiply_adds(depth, super::image(shape), shape.num_classes)
 }
 
 #[cfg(test)]
