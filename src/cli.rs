@@ -113,6 +113,10 @@ pub struct SweepArgs {
     /// Print one plain line per finished run instead of a progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Play only the I-th of N disjoint slices of the runs (every N-th run, from run I), as
+    /// one task of a job array; `fedsim report DIR` merges the slices' folders afterwards.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<crate::sweep::Shard>,
 }
 
 /// `fedsim run`'s arguments.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::Error;
 use crate::checkpoint::RunState;
+use crate::config::Placement;
 use crate::config::{DataConfig, ExperimentConfig, PartitionScheme};
 use crate::data::leaf::{self, LeafTask};
 use crate::data::mnist::{FASHION_MNIST, MNIST};
@@ -22,7 +23,8 @@ use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
 use crate::strategy::Strategy;
 use crate::topology::{
-    self, ClientTests, Evaluator, FederationError, GroupSetup, Plan, ServerSetup, Start,
+    self, ClientTests, Evaluator, FederationError, GroupSetup, InProcess, Plan, ServerSetup,
+    Spread, Start,
 };
 use crate::trainer::{ClientStates, InjectedFaults, Trainer, TrainerSetup};
 
@@ -165,6 +167,40 @@ impl Experiment {
         progress: &Progress,
         stop: &StopSignal,
     ) -> Result<RunResult, Error> {
+        let spread = Spread {
+            placement: self.placement(1)?,
+            connector: &mut InProcess,
+        };
+        self.run_spread(folder, progress, stop, spread)
+    }
+
+    /// Where the tiers run over `ranks` processes: the `placement` section or its rule. A run
+    /// over several processes cannot yet carry clients' own states (SCAFFOLD's and FedDyn's)
+    /// between them, so such an algorithm runs in one process.
+    pub fn placement(&self, ranks: usize) -> Result<Placement, Error> {
+        let config = &self.config;
+        if ranks > 1 && config.strategy.keeps_client_state() {
+            return Err(Error::Placement(format!(
+                "strategy {} keeps a state per client, which a run over several MPI ranks does not carry between them yet; run it in one process",
+                config.strategy.name()
+            )));
+        }
+        let topology = &config.topology;
+        config
+            .placement
+            .resolve(topology, config.federation.num_clients, ranks)
+            .map_err(Error::Placement)
+    }
+
+    /// Like [`Experiment::run`], with the tiers placed and linked as `spread` says; this
+    /// process must run the server.
+    pub fn run_spread(
+        &self,
+        folder: &mut RunFolder,
+        progress: &Progress,
+        stop: &StopSignal,
+        spread: Spread<'_>,
+    ) -> Result<RunResult, Error> {
         let config = &self.config;
         folder.write_json("config.json", config)?;
         let partition = self.partition.to_json();
@@ -199,7 +235,30 @@ impl Experiment {
             client_states: Vec::new(),
         };
         folder.checkpoint(&start)?;
-        self.play(folder, progress, stop, (start, strategy), Vec::new())
+        self.play(
+            folder,
+            (progress, stop),
+            (start, strategy),
+            Vec::new(),
+            spread,
+        )
+    }
+
+    /// Runs the tiers that `spread` gives this process, which does not run the server, until
+    /// the server's process ends the tree.
+    pub fn serve(&self, spread: Spread<'_>, stop: &StopSignal) -> Result<(), Error> {
+        let states = Arc::new(ClientStates::new(self.config.federation.num_clients));
+        let server_half = (Vec::new(), self.strategy());
+        let plan = self.plan(
+            Start::default(),
+            server_half,
+            &states,
+            (stop, &spread.placement),
+        );
+        let trainer = self.trainer(&states, stop)?;
+        let ignore_rounds = |_| Ok::<_, Error>(());
+        topology::run_over(plan, Arc::new(trainer), spread.connector, ignore_rounds)??;
+        Ok(())
     }
 
     /// The Byzantine clients, in id order (none without a `byzantine` section).
@@ -221,10 +280,10 @@ impl Experiment {
     fn play(
         &self,
         folder: &mut RunFolder,
-        progress: &Progress,
-        stop: &StopSignal,
+        (progress, stop): (&Progress, &StopSignal),
         (mut state, strategy): (RunState, Box<dyn Strategy>),
         mut records: Vec<RoundRecord>,
+        spread: Spread<'_>,
     ) -> Result<RunResult, Error> {
         let config = &self.config;
         let rounds = config.federation.rounds;
@@ -234,11 +293,12 @@ impl Experiment {
         };
         let states = Arc::new(ClientStates::new(config.federation.num_clients));
         states.restore(&state.client_states);
-        let plan = self.plan(start, (state.model.clone(), strategy), &states, stop);
+        let server_half = (state.model.clone(), strategy);
+        let plan = self.plan(start, server_half, &states, (stop, &spread.placement));
         let trainer = self.trainer(&states, stop)?;
         // The latest round not yet in the checkpoint, if any.
         let mut pending = None;
-        let federation = topology::run(plan, Arc::new(trainer), |end| {
+        let federation = topology::run_over(plan, Arc::new(trainer), spread.connector, |end| {
             folder.append_round(&end.record)?;
             progress.round(&end.record);
             let round = end.record.round;
@@ -258,7 +318,8 @@ impl Experiment {
                 folder.checkpoint(&state)?;
             }
             Ok::<_, Error>(())
-        })?;
+        })?
+        .map(|result| result.expect("the process that plays the rounds runs the server"));
         if let Err(error) = federation {
             // A checkpoint at the last round says the folder is complete: without the summary
             // it is not, and a resumed run plays the last round again.
@@ -341,7 +402,7 @@ impl Experiment {
         start: Start,
         (model, strategy): (Vec<f32>, Box<dyn Strategy>),
         states: &Arc<ClientStates>,
-        stop: &StopSignal,
+        (stop, placement): (&StopSignal, &Placement),
     ) -> Plan {
         let config = &self.config;
         let server = ServerSetup {
@@ -370,7 +431,7 @@ impl Experiment {
         );
         let num_samples: Vec<usize> = self.training.clients.iter().map(Vec::len).collect();
         let groups = GroupSetup::for_parts(
-            config.topology.groups(config.federation.num_clients),
+            placement.client_groups(&config.topology, config.federation.num_clients),
             &num_samples,
             config.seed,
             config.availability.dropout,
@@ -487,10 +548,20 @@ impl Resumable {
     }
 
     /// Plays the remaining rounds; a finished run is left as it is (`None`).
-    pub fn run(
+    pub fn run(self, progress: &Progress, stop: &StopSignal) -> Result<Option<RunResult>, Error> {
+        let spread = Spread {
+            placement: self.experiment.placement(1)?,
+            connector: &mut InProcess,
+        };
+        self.run_spread(progress, stop, spread)
+    }
+
+    /// Like [`Resumable::run`], with the tiers placed and linked as `spread` says.
+    pub fn run_spread(
         mut self,
         progress: &Progress,
         stop: &StopSignal,
+        spread: Spread<'_>,
     ) -> Result<Option<RunResult>, Error> {
         if self.is_finished() {
             return Ok(None);
@@ -504,8 +575,9 @@ impl Resumable {
         });
         folder.write_json(MANIFEST, &self.manifest)?;
         let Saved { state, records, .. } = self.saved;
+        let server_half = (state, self.strategy);
         self.experiment
-            .play(&mut folder, progress, stop, (state, self.strategy), records)
+            .play(&mut folder, (progress, stop), server_half, records, spread)
             .map(Some)
     }
 }

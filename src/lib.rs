@@ -13,6 +13,8 @@ pub mod backend;
 pub mod byzantine;
 pub mod checkpoint;
 pub mod cli;
+#[cfg(feature = "mpi")]
+pub mod cluster;
 pub mod compare;
 pub mod config;
 pub mod data;
@@ -64,6 +66,14 @@ pub enum Error {
     /// A data set could not be downloaded, checked or unpacked.
     #[error(transparent)]
     Fetch(#[from] data::fetch::FetchError),
+    /// The tiers cannot be placed on the run's processes, or the experiment cannot be spread
+    /// over them.
+    #[error("{0}")]
+    Placement(String),
+    /// A run over MPI could not start.
+    #[cfg(feature = "mpi")]
+    #[error(transparent)]
+    Cluster(#[from] cluster::ClusterError),
     /// Worker threads could not be started.
     #[error("cannot start worker threads: {0}")]
     Threads(String),
@@ -84,6 +94,7 @@ impl Error {
             | Error::Data(_)
             | Error::ModelDoesNotFit(_)
             | Error::Partition(_)
+            | Error::Placement(_)
             | Error::Sweep(_) => true,
             Error::Folder(error) => !matches!(error, FolderError::Write(_)),
             Error::Report(error) => !matches!(error, compare::ReportError::Write(_)),

@@ -11,9 +11,14 @@ use fedsim::cli::{
     Cli, Command, DataCommand, ExperimentArgs, FetchArgs, ReportArgs, RunArgs, SweepArgs,
 };
 use fedsim::compare::ReportOptions;
+use fedsim::config::Placement;
 use fedsim::report::{Progress, RunFolder, say};
 use fedsim::stop::StopSignal;
+use fedsim::topology::{InProcess, Spread};
 use fedsim::{Error, Experiment, ExperimentConfig, Resumable, RunResult};
+
+#[cfg(feature = "mpi")]
+mod over_mpi;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -39,10 +44,7 @@ fn main() -> ExitCode {
         Command::Run(args) => {
             // Only a run has work worth stopping cleanly; other commands end as signals say.
             signal = Some(watch_signals(&stop));
-            match &args.resume {
-                Some(dir) => resume(dir, args.quiet, &stop),
-                None => run(&args, &stop),
-            }
+            run_command(&args, &stop)
         }
         Command::Partition { experiment, plot } => partition(&experiment, plot.as_deref()),
         Command::Report(args) => report_runs(&args),
@@ -103,7 +105,11 @@ fn fetch(args: &FetchArgs) -> Result<(), Failure> {
 /// Runs (or, with `--dry-run`, lists) a sweep.
 fn sweep(args: &SweepArgs, stop: &StopSignal) -> Result<(), Failure> {
     use fedsim::sweep::{FolderState, Sweep};
-    let sweep = Sweep::load(&args.sweep).map_err(|e| (e.into(), None))?;
+    let mut sweep = Sweep::load(&args.sweep).map_err(|e| (e.into(), None))?;
+    let all_runs = sweep.runs.len();
+    if let Some(shard) = args.shard {
+        sweep = sweep.shard(shard);
+    }
     let dir = args
         .out
         .clone()
@@ -124,8 +130,12 @@ fn sweep(args: &SweepArgs, stop: &StopSignal) -> Result<(), Failure> {
         }
         return Ok(());
     }
+    let slice = args
+        .shard
+        .map(|shard| format!(" (slice {shard} of {all_runs})"))
+        .unwrap_or_default();
     say(format_args!(
-        "{}: {} runs, {} at a time; results in {}",
+        "{}: {} runs{slice}, {} at a time; results in {}",
         sweep.name,
         sweep.runs.len(),
         args.jobs,
@@ -154,6 +164,18 @@ fn sweep(args: &SweepArgs, stop: &StopSignal) -> Result<(), Failure> {
     }
     if let Some((name, error)) = outcome.failed.into_iter().next() {
         return Err((error, Some(dir.join(name))));
+    }
+    if args.shard.is_some() {
+        // The other slices may still be running: the report waits for all of them.
+        let target = sweep
+            .target_accuracy
+            .map(|t| format!(" --target {t}"))
+            .unwrap_or_default();
+        say(format_args!(
+            "when every slice has finished: fedsim report {}{target}",
+            dir.display()
+        ));
+        return Ok(());
     }
     let options = ReportOptions {
         target: sweep.target_accuracy,
@@ -256,57 +278,150 @@ fn watch_signals(_stop: &StopSignal) -> Arc<AtomicI32> {
 /// What a command failed with, and the run folder a stopped run can be continued from.
 type Failure = (Error, Option<PathBuf>);
 
-fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
-    let experiment = args.experiment.as_deref().expect("clap requires it");
-    let prepared = load(experiment, &args.overrides, args.backend)
-        .and_then(Experiment::prepare)
-        .map_err(|e| (e, None))?;
-    let config = prepared.config();
-    let dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| RunFolder::default_dir(&config.name));
-    let mut folder = RunFolder::create(&dir).map_err(|e| (e.into(), None))?;
-    say(format_args!(
-        "{}: {} model, {} clients ({} per round), {} rounds on {}; results in {}",
-        config.name,
-        config.model.name(),
-        config.federation.num_clients,
-        config.federation.clients_per_round,
-        config.federation.rounds,
-        config.backend.name(),
-        dir.display()
-    ));
-    let progress = Progress::for_stdout(config.federation.rounds, 0, args.quiet);
-    let result = prepared.run(&mut folder, &progress, stop);
-    progress.finish();
-    report(&result.map_err(|e| (e, Some(dir)))?);
-    Ok(())
-}
-
-fn resume(dir: &Path, quiet: bool, stop: &StopSignal) -> Result<(), Failure> {
-    let resumable = Resumable::open(dir).map_err(|e| (e, None))?;
-    let config = resumable.experiment().config();
-    let (done, rounds) = (resumable.rounds_done(), config.federation.rounds);
-    if resumable.is_finished() {
-        say(format_args!(
-            "nothing to do: {} finished all {rounds} rounds",
-            dir.display()
-        ));
-        return Ok(());
+/// `fedsim run`: in this process, or, when an MPI launcher started it, as one rank of a run
+/// over MPI.
+fn run_command(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
+    #[cfg(feature = "mpi")]
+    if fedsim::cluster::launched() {
+        return over_mpi::run(args, stop);
     }
-    say(format_args!(
-        "{}: continuing after round {done} of {rounds}; results in {}",
-        config.name,
-        dir.display()
-    ));
-    let progress = Progress::for_stdout(rounds, done, quiet);
-    let result = resumable.run(&progress, stop);
-    progress.finish();
-    if let Some(result) = result.map_err(|e| (e, Some(dir.to_path_buf())))? {
+    let Some((job, placement)) = Job::open(args, 1)? else {
+        return Ok(());
+    };
+    let spread = Spread {
+        placement,
+        connector: &mut InProcess,
+    };
+    if let Some(result) = job.play(spread, args.quiet, stop)? {
         report(&result);
     }
     Ok(())
+}
+
+/// A run to play: a new one in its new folder, or one to continue.
+enum Job {
+    New {
+        experiment: Experiment,
+        folder: RunFolder,
+        dir: PathBuf,
+    },
+    Resume {
+        resumable: Box<Resumable>,
+        dir: PathBuf,
+    },
+}
+
+impl Job {
+    /// The run `args` ask for, announced, with its tiers placed on `ranks` processes; `None`
+    /// when it has nothing left to do.
+    fn open(args: &RunArgs, ranks: usize) -> Result<Option<(Job, Placement)>, Failure> {
+        match &args.resume {
+            Some(dir) => Job::resume(dir, ranks),
+            None => Job::start(args, ranks).map(Some),
+        }
+    }
+
+    fn start(args: &RunArgs, ranks: usize) -> Result<(Job, Placement), Failure> {
+        let experiment = args.experiment.as_deref().expect("clap requires it");
+        let experiment = load(experiment, &args.overrides, args.backend)
+            .and_then(Experiment::prepare)
+            .map_err(|e| (e, None))?;
+        let placement = experiment.placement(ranks).map_err(|e| (e, None))?;
+        let config = experiment.config();
+        let dir = args
+            .out
+            .clone()
+            .unwrap_or_else(|| RunFolder::default_dir(&config.name));
+        let folder = RunFolder::create(&dir).map_err(|e| (e.into(), None))?;
+        say(format_args!(
+            "{}: {} model, {} clients ({} per round), {} rounds on {}; results in {}",
+            config.name,
+            config.model.name(),
+            config.federation.num_clients,
+            config.federation.clients_per_round,
+            config.federation.rounds,
+            config.backend.name(),
+            dir.display()
+        ));
+        let job = Job::New {
+            experiment,
+            folder,
+            dir,
+        };
+        Ok((job, placement))
+    }
+
+    fn resume(dir: &Path, ranks: usize) -> Result<Option<(Job, Placement)>, Failure> {
+        let resumable = Resumable::open(dir).map_err(|e| (e, None))?;
+        let placement = resumable
+            .experiment()
+            .placement(ranks)
+            .map_err(|e| (e, None))?;
+        let config = resumable.experiment().config();
+        let (done, rounds) = (resumable.rounds_done(), config.federation.rounds);
+        if resumable.is_finished() {
+            say(format_args!(
+                "nothing to do: {} finished all {rounds} rounds",
+                dir.display()
+            ));
+            return Ok(None);
+        }
+        say(format_args!(
+            "{}: continuing after round {done} of {rounds}; results in {}",
+            config.name,
+            dir.display()
+        ));
+        let job = Job::Resume {
+            resumable: Box::new(resumable),
+            dir: dir.to_path_buf(),
+        };
+        Ok(Some((job, placement)))
+    }
+
+    fn experiment(&self) -> &Experiment {
+        match self {
+            Job::New { experiment, .. } => experiment,
+            Job::Resume { resumable, .. } => resumable.experiment(),
+        }
+    }
+
+    /// The run folder.
+    fn dir(&self) -> &Path {
+        match self {
+            Job::New { dir, .. } | Job::Resume { dir, .. } => dir,
+        }
+    }
+
+    /// Plays the rounds left with a progress bar (unless `quiet`), the tiers placed as
+    /// `spread` says; the result of the last round, if the run played it.
+    fn play(
+        self,
+        spread: Spread<'_>,
+        quiet: bool,
+        stop: &StopSignal,
+    ) -> Result<Option<RunResult>, Failure> {
+        let dir = self.dir().to_path_buf();
+        let rounds = self.experiment().config().federation.rounds;
+        let result = match self {
+            Job::New {
+                experiment,
+                mut folder,
+                ..
+            } => {
+                let progress = Progress::for_stdout(rounds, 0, quiet);
+                let result = experiment.run_spread(&mut folder, &progress, stop, spread);
+                progress.finish();
+                result.map(Some)
+            }
+            Job::Resume { resumable, .. } => {
+                let progress = Progress::for_stdout(rounds, resumable.rounds_done(), quiet);
+                let result = resumable.run_spread(&progress, stop, spread);
+                progress.finish();
+                result
+            }
+        };
+        result.map_err(|e| (e, Some(dir)))
+    }
 }
 
 /// Prints a finished run's outcome.

@@ -18,6 +18,9 @@
 //!
 //! Every run's config is built and validated before the first run starts. Axes are applied in
 //! the order of their paths (sorted), after the variant's overrides.
+//!
+//! A [`Shard`] keeps every N-th run, so that N machines (a batch system's job array) play
+//! disjoint parts of one sweep with no coordinator; `fedsim report` merges their folders.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
@@ -195,6 +198,45 @@ impl Sweep {
     }
 }
 
+/// The `index`-th of `count` disjoint slices of a sweep's runs, written `I/N` (from `1/N` to
+/// `N/N`). Run `k` (in sweep order, from 0) belongs to slice `k mod N + 1`: dealing the runs
+/// out in turn gives every slice a share of each variant, so slices take similar times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// Which slice, from 1.
+    pub index: usize,
+    /// How many slices.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Whether the run at position `run` (from 0) of the sweep belongs to this slice.
+    pub fn holds(&self, run: usize) -> bool {
+        run % self.count + 1 == self.index
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let expected = || format!("expected I/N with 1 <= I <= N, such as 2/8; got {text:?}");
+        let (index, count) = text.split_once('/').ok_or_else(expected)?;
+        let index: usize = index.trim().parse().map_err(|_| expected())?;
+        let count: usize = count.trim().parse().map_err(|_| expected())?;
+        if index == 0 || index > count {
+            return Err(expected());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
 /// What a sweep folder already holds of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FolderState {
@@ -220,6 +262,14 @@ pub struct SweepOutcome {
 }
 
 impl Sweep {
+    /// The sweep cut down to the runs of `shard`, which keep their names and folders.
+    pub fn shard(mut self, shard: Shard) -> Sweep {
+        let mut position = 0..;
+        self.runs
+            .retain(|_| shard.holds(position.next().expect("an endless range")));
+        self
+    }
+
     /// What `dir` holds of each run. A folder left by a run killed before its first round is
     /// cleared; a folder whose run has other settings than the sweep now gives it is refused.
     pub fn states(&self, dir: &Path) -> Result<Vec<FolderState>, Error> {
@@ -501,13 +551,16 @@ fn indent(text: &str) -> String {
 }
 
 /// The fields in which a run folder's `config.json` (`before`) differs from the config the
-/// sweep now gives that run (`now`), ignoring `federation.num_parallels`, which never changes
-/// results.
+/// sweep now gives that run (`now`), ignoring `federation.num_parallels` and `placement`, which
+/// never change results.
 fn changed_fields(before: &Value, now: &Value) -> Vec<String> {
     let (mut before, mut now) = (before.clone(), now.clone());
     for config in [&mut now, &mut before] {
         if let Some(federation) = config.get_mut("federation").and_then(Value::as_object_mut) {
             federation.remove("num_parallels");
+        }
+        if let Some(config) = config.as_object_mut() {
+            config.remove("placement");
         }
     }
     crate::experiment::differences(&before, &now, "")
@@ -556,6 +609,31 @@ mod tests {
             label("client.work", &json!({"kind": "fixed"})),
             "work-kind-fixed"
         );
+    }
+
+    #[test]
+    fn shards_deal_the_runs_out_in_turn() {
+        let shard = |text: &str| text.parse::<Shard>();
+        assert_eq!(shard("2/3"), Ok(Shard { index: 2, count: 3 }));
+        for bad in ["0/3", "4/3", "1/0", "3", "a/b", "1/2/3", ""] {
+            let error = shard(bad).unwrap_err();
+            assert!(error.contains("1 <= I <= N"), "{bad}: {error}");
+        }
+        let held: Vec<usize> = (0..7).filter(|&k| shard("2/3").unwrap().holds(k)).collect();
+        assert_eq!(held, [1, 4]);
+    }
+
+    proptest::proptest! {
+        /// Every run lands in exactly one slice, whatever the number of runs and slices.
+        #[test]
+        fn shards_are_disjoint_and_lose_no_run(runs in 0usize..50, count in 1usize..12) {
+            for run in 0..runs {
+                let owners = (1..=count)
+                    .filter(|&index| Shard { index, count }.holds(run))
+                    .count();
+                proptest::prop_assert_eq!(owners, 1);
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{experiment, fedsim, metrics_without_timing, model_bytes, run_ok};
+use common::{assert_same_results, experiment, fedsim, metrics_without_timing, run_ok};
 use serde_json::Value;
 
 /// Rounds long enough to stop one in the middle (about a quarter of a second each on 2 cores),
@@ -84,27 +84,6 @@ fn refused_resume(out: &Path) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     stderr
-}
-
-fn summary_without_timing(run: &Path) -> Value {
-    let mut summary = common::summary(run);
-    let fields = summary.as_object_mut().unwrap();
-    fields.remove("wall_seconds");
-    fields.remove("peak_resident_bytes");
-    summary
-}
-
-/// The run in `resumed` ended with the same bytes as `reference`, which never stopped.
-fn assert_same_results(resumed: &Path, reference: &Path) {
-    assert_eq!(
-        metrics_without_timing(resumed),
-        metrics_without_timing(reference)
-    );
-    assert_eq!(model_bytes(resumed), model_bytes(reference));
-    assert_eq!(
-        summary_without_timing(resumed),
-        summary_without_timing(reference)
-    );
 }
 
 fn uninterrupted(dir: &Path, extra: &[&str]) -> PathBuf {

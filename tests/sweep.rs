@@ -122,6 +122,67 @@ fn a_sweep_runs_its_grid_in_named_folders_and_a_rerun_skips_finished_runs() {
 }
 
 #[test]
+fn shards_running_at_once_play_every_run_exactly_once_and_report_merges_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_sweep(dir.path(), 2, MEDIAN);
+    let out = dir.path().join("out");
+    let shards: Vec<_> = (1..=3)
+        .map(|index| {
+            Command::new(env!("CARGO_BIN_EXE_fedsim"))
+                .args(["sweep", file.to_str().unwrap(), "--out"])
+                .arg(&out)
+                .args(["--quiet", "--shard", &format!("{index}/3")])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut played = Vec::new();
+    for shard in shards {
+        let output = shard.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{output:?}");
+        assert!(stdout.contains("when every slice has finished"), "{stdout}");
+        played.extend(
+            stdout
+                .lines()
+                .filter(|line| line.contains("test accuracy"))
+                .map(|line| {
+                    line.split(": ")
+                        .next()
+                        .unwrap()
+                        .split("] ")
+                        .nth(1)
+                        .unwrap()
+                        .to_string()
+                }),
+        );
+    }
+    // Runs 1 and 4 fall to slice 1/3, 2 to 2/3, 3 to 3/3: no run twice, none lost.
+    played.sort();
+    assert_eq!(played, folders(&out));
+    assert_eq!(played.len(), 4);
+    assert!(!out.join("summary.csv").exists(), "a slice reported alone");
+    let report = fedsim(&["report", out.to_str().unwrap()]);
+    assert!(report.status.success(), "{report:?}");
+    let table = fs::read_to_string(out.join("summary.csv")).unwrap();
+    let rows: Vec<(&str, &str)> = table
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let mut cells = l.split(',');
+            (cells.next().unwrap(), cells.next().unwrap())
+        })
+        .collect();
+    assert_eq!(rows, [("fedavg", "2"), ("median", "2")], "{table}");
+    let invalid = sweep(&file, &out, &["--shard", "4/3"]);
+    let stderr = String::from_utf8_lossy(&invalid.stderr);
+    assert_eq!(invalid.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("expected I/N with 1 <= I <= N"), "{stderr}");
+}
+
+#[test]
 fn a_killed_sweep_reruns_to_the_results_of_one_never_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_sweep(dir.path(), 12, MEDIAN);

@@ -32,11 +32,13 @@ pub struct Configuration {
 
 /// The settings that do not define a configuration: the name, the seed being aggregated over,
 /// and those that do not change results.
-const NOT_SETTINGS: [&str; 4] = [
+const NOT_SETTINGS: [&str; 6] = [
     "name",
     "seed",
     "federation.num_parallels",
     "checkpoint.every",
+    "placement.schedulers",
+    "placement.groups",
 ];
 
 /// The finished runs in `inputs` (each a run folder, or a folder of run folders such as a

@@ -14,12 +14,14 @@ use serde_json::Value;
 mod hints;
 mod overrides;
 mod partition;
+mod placement;
 mod topology;
 mod work;
 
 pub use overrides::Override;
 
 pub use partition::{PartitionConfig, PartitionScheme};
+pub use placement::{Placement, PlacementConfig};
 pub use topology::{
     AvailabilityConfig, ClientLinkOverride, ComputeConfig, FailurePolicy, NetworkConfig,
     SchedulerMode, TopologyConfig,
@@ -86,6 +88,10 @@ pub struct ExperimentConfig {
     /// Failures to inject into clients or schedulers, to exercise error handling. Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultConfig>,
+    /// Which MPI rank runs each scheduler and client group. Default: the rule in
+    /// [`PlacementConfig`]'s documentation; never changes results.
+    #[serde(default, skip_serializing_if = "PlacementConfig::is_default")]
+    pub placement: PlacementConfig,
 }
 
 /// The data set, and where its files are: `{"dataset": "mnist"}` uses the copy built into
@@ -788,6 +794,7 @@ impl ExperimentConfig {
             self.topology.problems(fed.num_clients),
             self.network.problems(fed.num_clients),
             self.availability.problems(&self.topology),
+            self.placement.problems(&self.topology, fed.num_clients),
         ];
         for (path, message) in sections.into_iter().flatten() {
             check(false, &path, message);

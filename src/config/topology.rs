@@ -64,15 +64,7 @@ impl TopologyConfig {
                 assignment: Some(groups),
                 ..
             } => groups.clone(),
-            TopologyConfig::Hierarchical { schedulers, .. } => {
-                let (base, extra) = (num_clients / schedulers, num_clients % schedulers);
-                (0..*schedulers)
-                    .map(|s| {
-                        let start = s * base + s.min(extra);
-                        (start..start + base + usize::from(s < extra)).collect()
-                    })
-                    .collect()
-            }
+            TopologyConfig::Hierarchical { schedulers, .. } => even_split(num_clients, *schedulers),
         }
     }
 
@@ -111,6 +103,18 @@ impl TopologyConfig {
         }
         problems
     }
+}
+
+/// Clients `0..num_clients` in `parts` contiguous groups whose sizes differ by at most one
+/// (the first groups get the lowest ids, and the extra clients).
+pub(super) fn even_split(num_clients: usize, parts: usize) -> Vec<Vec<ClientId>> {
+    let (base, extra) = (num_clients / parts, num_clients % parts);
+    (0..parts)
+        .map(|s| {
+            let start = s * base + s.min(extra);
+            (start..start + base + usize::from(s < extra)).collect()
+        })
+        .collect()
 }
 
 /// What is wrong with an explicit assignment of clients to schedulers, if anything. Works in

@@ -109,6 +109,11 @@ impl Counter {
             bytes: self.bytes.load(Ordering::Relaxed),
         }
     }
+
+    fn set(&self, traffic: Traffic) {
+        self.messages.store(traffic.messages, Ordering::Relaxed);
+        self.bytes.store(traffic.bytes, Ordering::Relaxed);
+    }
 }
 
 /// The traffic counters of a link, readable from anywhere while the link is in use.
@@ -152,6 +157,14 @@ impl Link {
     pub fn up(&self) -> Traffic {
         self.up.read()
     }
+
+    /// Sets the counts to those of a link whose two ends run in another process, as that
+    /// process last reported them, so that this process's [`Link::down`] and [`Link::up`]
+    /// read what it cannot count itself.
+    pub fn mirror(&self, down: Traffic, up: Traffic) {
+        self.down.set(down);
+        self.up.set(up);
+    }
 }
 
 /// One end of a [`Link`]: sends to and receives from the other end.
@@ -193,6 +206,33 @@ impl LinkEnd {
     pub fn receiver(&self) -> &flume::Receiver<Envelope> {
         &self.rx
     }
+
+    /// Splits the end into what it passes messages on with and what it receives them on, for
+    /// a relay that carries each direction on its own thread to the other end's process.
+    pub fn into_halves(self) -> (Inlet, flume::Receiver<Envelope>) {
+        let inlet = Inlet {
+            tx: self.tx,
+            sent: self.sent,
+        };
+        (inlet, self.rx)
+    }
+}
+
+/// The sending half of a [`LinkEnd`] whose tier runs in another process: it passes on
+/// envelopes that tier sent (already stamped with their sender and arrival time) and counts
+/// them as sent on this link. Dropping it closes the link, as the tier's end would.
+#[derive(Debug)]
+pub struct Inlet {
+    tx: flume::Sender<Envelope>,
+    sent: Arc<Counter>,
+}
+
+impl Inlet {
+    /// Passes `envelope` on to the tier at this end of the link.
+    pub fn pass(&self, envelope: Envelope) -> Result<(), Disconnected> {
+        self.sent.add(envelope.message.wire_bytes());
+        self.tx.send(envelope).map_err(|_| Disconnected)
+    }
 }
 
 #[cfg(test)]
@@ -216,6 +256,31 @@ mod tests {
         assert_eq!(link.down().messages, 2);
         assert_eq!(link.down().bytes, 2 * Message::Exit.wire_bytes());
         assert_eq!(link.up().messages, 1);
+    }
+
+    #[test]
+    fn halves_pass_stamped_envelopes_on_and_count_them() {
+        let (link, upper, lower) = plain_link();
+        let (inlet, outgoing) = lower.into_halves();
+        upper.send(Message::Exit, 1.5).unwrap();
+        assert!(matches!(outgoing.recv().unwrap().message, Message::Exit));
+        let stamped = Envelope {
+            from: NodeId::Group(0),
+            at: 7.25,
+            message: Message::ExitAck,
+        };
+        inlet.pass(stamped).unwrap();
+        let received = upper.recv().unwrap();
+        assert_eq!((received.from, received.at), (NodeId::Group(0), 7.25));
+        assert_eq!(link.up().messages, 1);
+        drop(inlet);
+        assert_eq!(upper.recv().unwrap_err(), Disconnected);
+        let counted = Traffic {
+            messages: 3,
+            bytes: 48,
+        };
+        link.mirror(counted, Traffic::default());
+        assert_eq!((link.down(), link.up()), (counted, Traffic::default()));
     }
 
     #[test]

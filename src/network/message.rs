@@ -13,7 +13,9 @@ pub type ClientId = usize;
 pub const HEADER_BYTES: u64 = 16;
 
 /// A place in the federation tree: who sent a message, where a failure happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum NodeId {
     /// The upper server.
     Server,
@@ -34,7 +36,7 @@ impl fmt::Display for NodeId {
 }
 
 /// A client that a client group hosts, as announced at set-up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClientInfo {
     /// The client's id.
     pub id: ClientId,
@@ -43,7 +45,7 @@ pub struct ClientInfo {
 }
 
 /// A trained model on its way up: one client's, or a scheduler's partial aggregate of several.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Update {
     /// Round the update belongs to.
     pub round: u32,
@@ -98,7 +100,7 @@ impl Dropped {
 
 /// One message on a link. Downward: `Downlink`, `Exit`. Upward: `SetUp`, `Uplink`, `Dropped`,
 /// `ClientFailed`, `ExitAck`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum Message {
     /// A subtree announces the clients it hosts; sent once, before any round.
     SetUp {
@@ -203,8 +205,9 @@ impl Message {
     }
 }
 
-/// A message as it arrives: who sent it and when, on the simulated clock.
-#[derive(Debug, Clone)]
+/// A message as it arrives: who sent it and when, on the simulated clock. (Serialisable, to
+/// cross between the processes of a run over MPI.)
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Envelope {
     /// The sender.
     pub from: NodeId,

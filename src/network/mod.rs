@@ -7,6 +7,8 @@ pub mod link;
 pub mod message;
 pub mod payload;
 
-pub use link::{Disconnected, Link, LinkEnd, LinkProfile, LinkProfiles, Traffic, UPWARD_BACKLOG};
+pub use link::{
+    Disconnected, Inlet, Link, LinkEnd, LinkProfile, LinkProfiles, Traffic, UPWARD_BACKLOG,
+};
 pub use message::{ClientId, ClientInfo, DropReason, Dropped, Envelope, Message, NodeId, Update};
 pub use payload::Tensors;

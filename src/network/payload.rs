@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 /// An ordered set of named flat `f32` tensors. Cheap to clone: the values are shared.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tensors(Vec<(String, Arc<[f32]>)>);
 
 impl Tensors {

@@ -23,8 +23,8 @@ pub use server::{
     Child, ClientTests, Evaluator, RoundEnd, Server, ServerLinks, ServerSetup, Start,
 };
 
-use crate::config::{NetworkConfig, SchedulerMode, TopologyConfig};
-use crate::network::{ClientId, Link, LinkProfiles, NodeId};
+use crate::config::{NetworkConfig, Placement, SchedulerMode, TopologyConfig};
+use crate::network::{ClientId, Link, LinkEnd, LinkProfiles, NodeId};
 use crate::report::TierTraffic;
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
@@ -162,14 +162,79 @@ type Tier<'scope, T = ()> = (
     thread::ScopedJoinHandle<'scope, Result<T, FederationError>>,
 );
 
-/// Builds the tree `plan` describes over the shared `trainer`, runs it, and joins every
-/// thread. `on_round` sees each finished round on the calling thread, in round order, as soon
-/// as the round ends; an error from it stops the federation cleanly and is returned.
+/// Makes the links between the tiers of a tree, and says which tiers run in this process: all
+/// of them, or, in a run over MPI, those of this process's rank, whose links to tiers on other
+/// ranks it relays. The tiers see the same [`LinkEnd`]s either way.
+pub trait Connector {
+    /// Whether this process runs `node`.
+    fn hosts(&self, node: NodeId) -> bool;
+
+    /// The link from `upper` (nearer the server) to `lower`, with the ends of the two that run
+    /// here. A scheduler's child link is made before its link to the server.
+    fn connect(&mut self, upper: NodeId, lower: NodeId, profiles: LinkProfiles) -> Connection;
+}
+
+/// Where a run's tiers are: the rank of each, and the connector that links them.
+pub struct Spread<'a> {
+    /// The rank of each scheduler and client group.
+    pub placement: Placement,
+    /// Makes the links and says which tiers this process runs.
+    pub connector: &'a mut dyn Connector,
+}
+
+/// A link as [`Connector::connect`] makes it.
+#[derive(Debug)]
+pub struct Connection {
+    /// Its traffic counters (in a run over MPI, for a link between two other processes, what
+    /// they report).
+    pub link: Link,
+    /// The upper tier's end, if that tier runs here.
+    pub upper: Option<LinkEnd>,
+    /// The lower tier's end, if that tier runs here.
+    pub lower: Option<LinkEnd>,
+}
+
+/// Every tier in this process, joined by in-process channels.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InProcess;
+
+impl Connector for InProcess {
+    fn hosts(&self, _node: NodeId) -> bool {
+        true
+    }
+
+    fn connect(&mut self, upper: NodeId, lower: NodeId, profiles: LinkProfiles) -> Connection {
+        let (link, upper, lower) = Link::new(upper, lower, profiles);
+        Connection {
+            link,
+            upper: Some(upper),
+            lower: Some(lower),
+        }
+    }
+}
+
+/// Builds the tree `plan` describes over the shared `trainer`, all in this process, runs it,
+/// and joins every thread. `on_round` sees each finished round on the calling thread, in round
+/// order, as soon as the round ends; an error from it stops the federation cleanly and is
+/// returned.
 pub fn run<E>(
     plan: Plan,
     trainer: Arc<dyn ClientTrainer>,
-    mut on_round: impl FnMut(RoundEnd) -> Result<(), E>,
+    on_round: impl FnMut(RoundEnd) -> Result<(), E>,
 ) -> Result<Result<FederationResult, FederationError>, E> {
+    let outcome = run_over(plan, trainer, &mut InProcess, on_round)?;
+    Ok(outcome.map(|result| result.expect("this process runs the server")))
+}
+
+/// Like [`run`], but runs only the tiers `connector` hosts, over the links it makes. Returns
+/// the final model where this process runs the server, and `None` where it does not (then
+/// `on_round` is never called).
+pub fn run_over<E>(
+    plan: Plan,
+    trainer: Arc<dyn ClientTrainer>,
+    connector: &mut dyn Connector,
+    mut on_round: impl FnMut(RoundEnd) -> Result<(), E>,
+) -> Result<Result<Option<FederationResult>, FederationError>, E> {
     let (outcomes_tx, outcomes_rx) = flume::unbounded();
     let client_profiles = client_link_profiles(&plan.network);
     let foresight = plan.groups.first().map(|g| Foresight {
@@ -196,11 +261,13 @@ pub fn run<E>(
             let group_node = NodeId::Group(index);
             let group_end = match &plan.topology {
                 TopologyConfig::Flat {} => {
-                    let (link, upper, lower) =
-                        Link::new(NodeId::Server, group_node, client_profiles.clone());
-                    meter.add("server", link);
-                    children.push(Child::new(group_node, upper));
-                    lower
+                    let to_server =
+                        connector.connect(NodeId::Server, group_node, client_profiles.clone());
+                    meter.add("server", to_server.link);
+                    if let Some(server_end) = to_server.upper {
+                        children.push(Child::new(group_node, server_end));
+                    }
+                    to_server.lower
                 }
                 TopologyConfig::Hierarchical {
                     mode, edge_rounds, ..
@@ -210,61 +277,69 @@ pub fn run<E>(
                         default: plan.network.server_link,
                         per_client: HashMap::new(),
                     };
-                    let (up_link, server_end, parent) =
-                        Link::new(NodeId::Server, node, server_profiles);
-                    let (down_link, child, lower) =
-                        Link::new(node, group_node, client_profiles.clone());
-                    meter.add("server", up_link);
-                    meter.add("scheduler", down_link);
-                    children.push(Child::new(node, server_end));
-                    let setup = SchedulerSetup {
-                        index,
-                        mode: *mode,
-                        edge_rounds: *edge_rounds,
-                        edge: plan.edge_aggregation.clone(),
-                        server_link: plan.network.server_link,
-                        panic_rounds: plan
-                            .scheduler_panics
-                            .get(&index)
-                            .cloned()
-                            .unwrap_or_default(),
-                        on_client_failure: plan.server.on_client_failure,
-                        foresight,
-                    };
-                    let (upper_half, lower_half) = scheduler::scheduler(setup, parent, child);
-                    tiers.push(spawn(
-                        scope,
-                        format!("{node} (server connector)"),
-                        move || upper_half.run(),
-                    ));
-                    tiers.push(spawn(
-                        scope,
-                        format!("{node} (client connector)"),
-                        move || lower_half.run(),
-                    ));
-                    lower
+                    let to_group = connector.connect(node, group_node, client_profiles.clone());
+                    let to_server = connector.connect(NodeId::Server, node, server_profiles);
+                    meter.add("server", to_server.link);
+                    meter.add("scheduler", to_group.link);
+                    if let Some(server_end) = to_server.upper {
+                        children.push(Child::new(node, server_end));
+                    }
+                    if let (Some(parent), Some(child)) = (to_server.lower, to_group.upper) {
+                        let setup = SchedulerSetup {
+                            index,
+                            mode: *mode,
+                            edge_rounds: *edge_rounds,
+                            edge: plan.edge_aggregation.clone(),
+                            server_link: plan.network.server_link,
+                            panic_rounds: plan
+                                .scheduler_panics
+                                .get(&index)
+                                .cloned()
+                                .unwrap_or_default(),
+                            on_client_failure: plan.server.on_client_failure,
+                            foresight,
+                        };
+                        let (upper_half, lower_half) = scheduler::scheduler(setup, parent, child);
+                        tiers.push(spawn(
+                            scope,
+                            format!("{node} (server connector)"),
+                            move || upper_half.run(),
+                        ));
+                        tiers.push(spawn(
+                            scope,
+                            format!("{node} (client connector)"),
+                            move || lower_half.run(),
+                        ));
+                    }
+                    to_group.lower
                 }
             };
-            let body = ClientGroup::new(group, trainer.clone(), group_end);
-            tiers.push(spawn(scope, group_node.to_string(), move || body.run()));
+            if let Some(end) = group_end {
+                let body = ClientGroup::new(group, trainer.clone(), end);
+                tiers.push(spawn(scope, group_node.to_string(), move || body.run()));
+            }
         }
-        let links = ServerLinks {
-            children,
-            traffic: meter,
-            outcomes: outcomes_tx,
-        };
-        let server = Server::new(plan.server, links, server_foresight, plan.stop);
-        let (_, server) = spawn(scope, "server".to_string(), move || server.run());
+        let server = connector.hosts(NodeId::Server).then(|| {
+            let links = ServerLinks {
+                children,
+                traffic: meter,
+                outcomes: outcomes_tx,
+            };
+            let server = Server::new(plan.server, links, server_foresight, plan.stop);
+            spawn(scope, "server".to_string(), move || server.run()).1
+        });
         let mut observer_error = None;
-        for outcome in outcomes_rx.iter() {
-            if let Err(e) = on_round(outcome) {
-                observer_error = Some(e);
-                break;
+        if server.is_some() {
+            for outcome in outcomes_rx.iter() {
+                if let Err(e) = on_round(outcome) {
+                    observer_error = Some(e);
+                    break;
+                }
             }
         }
         // Dropping the receiver tells a server that is still running to shut down.
         drop(outcomes_rx);
-        let server_result = join(server, "server");
+        let server_result = server.map(|server| join(server, "server")).transpose();
         let mut errors: Vec<FederationError> = tiers
             .into_iter()
             .filter_map(|(place, handle)| join(handle, &place).err())
@@ -273,7 +348,7 @@ pub fn run<E>(
             return Err(e);
         }
         Ok(match server_result {
-            Ok(model) if errors.is_empty() => Ok(FederationResult { model }),
+            Ok(model) if errors.is_empty() => Ok(model.map(|model| FederationResult { model })),
             Ok(_) => Err(most_informative(errors)),
             Err(server_error) => {
                 errors.insert(0, server_error);

@@ -78,6 +78,29 @@ pub fn summary(run: &Path) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// A run's `summary.json` without its measured times and memory.
+pub fn summary_without_timing(run: &Path) -> Value {
+    let mut summary = summary(run);
+    let fields = summary.as_object_mut().unwrap();
+    fields.remove("wall_seconds");
+    fields.remove("peak_resident_bytes");
+    summary
+}
+
+/// The run in `run` ended with the same bytes as `reference`: the same rounds, summary and
+/// final model, but for times.
+pub fn assert_same_results(run: &Path, reference: &Path) {
+    assert_eq!(
+        metrics_without_timing(run),
+        metrics_without_timing(reference)
+    );
+    assert_eq!(model_bytes(run), model_bytes(reference));
+    assert_eq!(
+        summary_without_timing(run),
+        summary_without_timing(reference)
+    );
+}
+
 /// The final model a run wrote, as raw bytes.
 pub fn model_bytes(run: &Path) -> Vec<u8> {
     fs::read(run.join("model.f32")).expect("model.f32 exists")

@@ -1,0 +1,207 @@
+//! One federation over the processes that `mpirun` starts (the `mpi` feature).
+//!
+//! Every rank reads the same experiment (rank 0 resolves it and hands it to the others),
+//! builds the same tree and runs the tiers that the [`Placement`] gives it: the server on
+//! rank 0, which alone writes the run folder. A link between tiers on two ranks is relayed
+//! over MPI: each end keeps an ordinary [`crate::network::LinkEnd`], so no tier knows which
+//! transport it talks through, and messages keep the sender and simulated arrival time
+//! stamped where they were sent. The results are those of the same run in one process.
+
+mod relay;
+mod wire;
+
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use mpi::Threading;
+use mpi::collective::Root;
+use mpi::environment::Universe;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use serde::Serialize;
+
+pub use relay::MpiConnector;
+use wire::Wire;
+
+use crate::ExperimentConfig;
+use crate::config::Placement;
+
+/// The environment variables by which MPI launchers (Open MPI's `mpirun`, MPICH's
+/// `mpiexec`, Slurm's `srun` with PMI or PMIx) tell a process it is one of several.
+const LAUNCHER_VARIABLES: [&str; 4] = ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"];
+
+/// Whether an MPI launcher started this process. A plain `fedsim run` does not start MPI.
+pub fn launched() -> bool {
+    LAUNCHER_VARIABLES
+        .iter()
+        .any(|name| std::env::var_os(name).is_some())
+}
+
+/// Why a run over MPI cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// MPI was started already, or could not start.
+    #[error("MPI could not be started")]
+    NotStarted,
+    /// The MPI library does not let several threads call it at once.
+    #[error(
+        "the MPI library offers threads {0:?} support; fedsim relays messages from several threads and needs MPI_THREAD_MULTIPLE (Open MPI provides it)"
+    )]
+    Threading(Threading),
+}
+
+/// This process's place in a run over MPI.
+pub struct Cluster {
+    /// Ends MPI when dropped.
+    _universe: Universe,
+    rank: usize,
+    size: usize,
+    wire: Arc<Wire>,
+    receiver: Option<JoinHandle<()>>,
+}
+
+/// The traffic that really crossed MPI in one tier, from all ranks together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RealTraffic {
+    /// `server` (the server's links) or `scheduler` (the schedulers' links to their groups).
+    pub tier: &'static str,
+    /// Frames sent down.
+    pub messages_down: u64,
+    /// Their bytes, as MPI carried them.
+    pub bytes_down: u64,
+    /// Frames sent up.
+    pub messages_up: u64,
+    /// Their bytes.
+    pub bytes_up: u64,
+}
+
+/// What a run over MPI records beside the run folder's usual files (`mpi.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct MpiRecord {
+    /// Processes in the run.
+    pub ranks: usize,
+    /// The rank of each scheduler.
+    pub schedulers: Vec<usize>,
+    /// The rank of each client group.
+    pub groups: Vec<usize>,
+    /// Real traffic per tier, to compare with the simulated traffic in `summary.json`.
+    pub traffic: Vec<RealTraffic>,
+}
+
+impl Cluster {
+    /// Starts MPI in this process.
+    pub fn start() -> Result<Cluster, ClusterError> {
+        let (universe, threading) =
+            mpi::initialize_with_threading(Threading::Multiple).ok_or(ClusterError::NotStarted)?;
+        if threading != Threading::Multiple {
+            return Err(ClusterError::Threading(threading));
+        }
+        let world = universe.world();
+        let to_usize = |n: i32| usize::try_from(n).expect("MPI ranks are not negative");
+        Ok(Cluster {
+            rank: to_usize(world.rank()),
+            size: to_usize(world.size()),
+            _universe: universe,
+            wire: Wire::new(),
+            receiver: None,
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of processes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Rank 0 hands every rank the experiment to run: `Some(config)` on rank 0, `None` where it
+    /// could not prepare one (the other ranks then end quietly; rank 0 reports why). Every
+    /// rank calls this once; the others pass `None` and get rank 0's experiment.
+    pub fn share(&self, config: Option<&ExperimentConfig>) -> Option<ExperimentConfig> {
+        let world = SimpleCommunicator::world();
+        let root = world.process_at_rank(0);
+        let mut text = config
+            .map(|c| serde_json::to_vec(c).expect("a config always serialises"))
+            .unwrap_or_default();
+        let mut length = [text.len() as u64];
+        root.broadcast_into(&mut length[..]);
+        if length[0] == 0 {
+            return None;
+        }
+        text.resize(
+            usize::try_from(length[0]).expect("a config fits in memory"),
+            0,
+        );
+        root.broadcast_into(&mut text[..]);
+        let value: serde_json::Value =
+            serde_json::from_slice(&text).expect("rank 0 sends a config it wrote itself");
+        Some(
+            ExperimentConfig::from_value(value, std::path::Path::new("experiment from rank 0"))
+                .expect("rank 0 sends a valid config"),
+        )
+    }
+
+    /// The connector for this rank's part of the tree, with the wire's receiving thread
+    /// started.
+    pub fn connector(&mut self, placement: Placement) -> MpiConnector {
+        let wire = self.wire.clone();
+        self.receiver = Some(
+            thread::Builder::new()
+                .name("fedsim mpi receiver".to_string())
+                .spawn(move || wire.receive())
+                .expect("the operating system refused to start a thread"),
+        );
+        MpiConnector::new(self.rank, placement, self.wire.clone())
+    }
+
+    /// Waits for every relay of `connector` to end, then gathers the real traffic of all
+    /// ranks on rank 0 (`Some` there, `None` elsewhere). Every rank calls this after its
+    /// part of the tree has ended; MPI ends when the cluster is dropped.
+    pub fn finish(mut self, connector: MpiConnector) -> Option<MpiRecord> {
+        if !connector.made_tree() && self.rank == 0 && self.size > 1 {
+            // The other ranks' tiers wait for links that will never open.
+            self.abort(1);
+        }
+        let placement = connector.placement().clone();
+        connector.join();
+        self.wire.stop();
+        if let Some(receiver) = self.receiver.take() {
+            receiver.join().expect("the receiver does not panic");
+        }
+        let counts = self.wire.counts().to_array();
+        let world = SimpleCommunicator::world();
+        let root = world.process_at_rank(0);
+        if self.rank != 0 {
+            root.gather_into(&counts[..]);
+            return None;
+        }
+        let mut all = vec![0u64; counts.len() * self.size];
+        root.gather_into_root(&counts[..], &mut all[..]);
+        let total = |i: usize| all.iter().skip(i).step_by(counts.len()).sum::<u64>();
+        let traffic = ["server", "scheduler"]
+            .into_iter()
+            .enumerate()
+            .map(|(t, tier)| RealTraffic {
+                tier,
+                messages_down: total(4 * t),
+                bytes_down: total(4 * t + 1),
+                messages_up: total(4 * t + 2),
+                bytes_up: total(4 * t + 3),
+            })
+            .filter(|t| t.tier == "server" || !placement.schedulers.is_empty())
+            .collect();
+        Some(MpiRecord {
+            ranks: self.size,
+            schedulers: placement.schedulers,
+            groups: placement.groups,
+            traffic,
+        })
+    }
+
+    /// Ends every rank of the run at once with `code`, for a failure the tree cannot report.
+    pub fn abort(&self, code: i32) -> ! {
+        SimpleCommunicator::world().abort(code)
+    }
+}

@@ -1,0 +1,199 @@
+//! The connector of a run over MPI: it makes every link of the tree in every process, in the
+//! same order, so that the links are numbered alike everywhere; keeps the ends of the tiers
+//! this process runs; and relays a link whose other end runs in another process over the
+//! wire, with one thread per direction.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use super::wire::{Frame, Route, Wire};
+use crate::config::Placement;
+use crate::network::{Inlet, Link, LinkEnd, LinkProfiles, NodeId};
+use crate::topology::{Connection, Connector};
+
+/// Makes the links of the tree for the process of rank `rank`.
+pub struct MpiConnector {
+    rank: usize,
+    placement: Placement,
+    wire: Arc<Wire>,
+    /// Links made so far: the next link's number.
+    links: u32,
+    /// Each scheduler's link to its group, where this process runs the scheduler: its traffic
+    /// travels up with the scheduler's frames.
+    below: HashMap<NodeId, Link>,
+    /// Each scheduler's link to its group, where neither runs here: this process's copy,
+    /// which the scheduler's frames keep up to date.
+    mirrors: HashMap<NodeId, Link>,
+    relays: Vec<JoinHandle<()>>,
+}
+
+impl MpiConnector {
+    pub(super) fn new(rank: usize, placement: Placement, wire: Arc<Wire>) -> Self {
+        Self {
+            rank,
+            placement,
+            wire,
+            links: 0,
+            below: HashMap::new(),
+            mirrors: HashMap::new(),
+            relays: Vec::new(),
+        }
+    }
+
+    /// The rank that runs `node`.
+    fn rank_of(&self, node: NodeId) -> usize {
+        match node {
+            NodeId::Server => 0,
+            NodeId::Scheduler(i) => self.placement.schedulers[i],
+            NodeId::Group(i) => self.placement.groups[i],
+        }
+    }
+
+    /// Where each tier runs.
+    pub(super) fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Whether the tree has been made here: until it is, the other ranks' tiers wait for
+    /// links this process has not opened.
+    pub(super) fn made_tree(&self) -> bool {
+        self.links > 0
+    }
+
+    /// Waits for every relay, which ends once both ends of its link have closed.
+    pub(super) fn join(self) {
+        for relay in self.relays {
+            relay.join().expect("relays do not panic");
+        }
+    }
+
+    /// Relays `end`, this process's end of link `link`, to `peer`. `below` is the scheduler
+    /// link whose traffic travels up with this end's frames; `mirror`, the copy of such a link
+    /// that the frames arriving at this end update.
+    fn relay(&mut self, link: u32, end: LinkEnd, route: Route, tallies: Tallies) {
+        let (inlet, outgoing) = end.into_halves();
+        let inbox = self.wire.inbox(link);
+        let wire = self.wire.clone();
+        let Tallies { below, mirror } = tallies;
+        self.relays
+            .push(spawn(format!("fedsim relay {link} out"), move || {
+                for envelope in outgoing.iter() {
+                    let below = below.as_ref().map(|l| (l.down(), l.up()));
+                    let frame = Frame::Envelope {
+                        link,
+                        envelope,
+                        below,
+                    };
+                    wire.send(route, &frame);
+                }
+                wire.send(route, &Frame::Closed { link });
+            }));
+        self.relays
+            .push(spawn(format!("fedsim relay {link} in"), move || {
+                pass_in(&inbox, &inlet, mirror.as_ref());
+            }));
+    }
+}
+
+/// The links whose traffic a relay reports or records.
+struct Tallies {
+    below: Option<Link>,
+    mirror: Option<Link>,
+}
+
+/// Hands the envelopes that arrive for a link to the tier at this end, until the other end
+/// closes. Dropping `inlet` then closes the link for that tier.
+fn pass_in(inbox: &flume::Receiver<Frame>, inlet: &Inlet, mirror: Option<&Link>) {
+    for frame in inbox.iter() {
+        match frame {
+            Frame::Envelope {
+                envelope, below, ..
+            } => {
+                if let (Some(mirror), Some((down, up))) = (mirror, below) {
+                    mirror.mirror(down, up);
+                }
+                // A tier that has ended takes nothing more: keep reading until the close.
+                let _ = inlet.pass(envelope);
+            }
+            Frame::Closed { .. } => return,
+        }
+    }
+}
+
+fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    thread::Builder::new()
+        .name(name)
+        .spawn(body)
+        .expect("the operating system refused to start a thread")
+}
+
+impl Connector for MpiConnector {
+    fn hosts(&self, node: NodeId) -> bool {
+        self.rank_of(node) == self.rank
+    }
+
+    fn connect(&mut self, upper: NodeId, lower: NodeId, profiles: LinkProfiles) -> Connection {
+        let link_number = self.links;
+        self.links += 1;
+        let (upper_rank, lower_rank) = (self.rank_of(upper), self.rank_of(lower));
+        let here = self.rank;
+        if upper_rank != here && lower_rank != here {
+            let link = Link::default();
+            if let NodeId::Scheduler(_) = upper {
+                self.mirrors.insert(upper, link.clone());
+            }
+            return Connection {
+                link,
+                upper: None,
+                lower: None,
+            };
+        }
+        let (link, upper_end, lower_end) = Link::new(upper, lower, profiles);
+        if upper_rank == here && matches!(upper, NodeId::Scheduler(_)) {
+            self.below.insert(upper, link.clone());
+        }
+        let tier = usize::from(upper != NodeId::Server);
+        match (upper_rank == here, lower_rank == here) {
+            (true, true) => Connection {
+                link,
+                upper: Some(upper_end),
+                lower: Some(lower_end),
+            },
+            (true, false) => {
+                let route = Route {
+                    peer: lower_rank,
+                    tier,
+                    upward: false,
+                };
+                let tallies = Tallies {
+                    below: None,
+                    mirror: self.mirrors.get(&lower).cloned(),
+                };
+                self.relay(link_number, lower_end, route, tallies);
+                Connection {
+                    link,
+                    upper: Some(upper_end),
+                    lower: None,
+                }
+            }
+            (false, _) => {
+                let route = Route {
+                    peer: upper_rank,
+                    tier,
+                    upward: true,
+                };
+                let tallies = Tallies {
+                    below: self.below.get(&lower).cloned(),
+                    mirror: None,
+                };
+                self.relay(link_number, upper_end, route, tallies);
+                Connection {
+                    link,
+                    upper: None,
+                    lower: Some(lower_end),
+                }
+            }
+        }
+    }
+}

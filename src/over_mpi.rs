@@ -1,0 +1,104 @@
+//! `fedsim run` as one rank of a run over MPI (the binary's part; the library's is
+//! `fedsim::cluster`). Rank 0 opens the run as a plain `fedsim run` would, hands the
+//! experiment to the other ranks and plays the rounds; the others run their tiers until
+//! rank 0 ends the tree. Every rank then meets rank 0 once more to total the real traffic.
+
+use fedsim::Experiment;
+use fedsim::cli::RunArgs;
+use fedsim::cluster::{Cluster, MpiRecord};
+use fedsim::report::say;
+use fedsim::stop::StopSignal;
+use fedsim::topology::Spread;
+
+use super::{Failure, Job, report};
+
+/// Plays this rank's part of the run `args` ask for.
+pub fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
+    let mut cluster = Cluster::start().map_err(|e| (e.into(), None))?;
+    if cluster.rank() != 0 {
+        serve(cluster, stop);
+        return Ok(());
+    }
+    let (job, placement) = match Job::open(args, cluster.size()) {
+        Ok(Some(opened)) => opened,
+        other => {
+            // The other ranks end quietly; this one says why (or that nothing is left to do).
+            cluster.share(None);
+            return other.map(|_| ());
+        }
+    };
+    cluster.share(Some(job.experiment().config()));
+    for rank in 0..cluster.size() {
+        say(format_args!(
+            "rank {rank} runs {}",
+            placement.hosted_by(rank)
+        ));
+    }
+    let dir = job.dir().to_path_buf();
+    let mut connector = cluster.connector(placement.clone());
+    let spread = Spread {
+        placement,
+        connector: &mut connector,
+    };
+    let result = job.play(spread, args.quiet, stop);
+    let record = cluster
+        .finish(connector)
+        .expect("rank 0 gathers the record");
+    let written = fedsim::report::run_folder::write_atomically(
+        &dir.join("mpi.json"),
+        serde_json::to_string_pretty(&record)
+            .expect("the record serialises")
+            .as_bytes(),
+    );
+    if let Some(result) = result? {
+        report(&result);
+        report_real_traffic(&record);
+    }
+    written.map_err(|e| (e.into(), Some(dir)))
+}
+
+/// Runs the tiers of a rank other than 0. Their failures reach rank 0 through the tree (a
+/// client's error, a tier that ended), which reports them and sets the exit code; this rank
+/// adds what only it knows, on stderr.
+fn serve(mut cluster: Cluster, stop: &StopSignal) {
+    let rank = cluster.rank();
+    let Some(config) = cluster.share(None) else {
+        return;
+    };
+    let prepared = Experiment::prepare(config).and_then(|experiment| {
+        let placement = experiment.placement(cluster.size())?;
+        Ok((experiment, placement))
+    });
+    let (experiment, placement) = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            // Rank 0 is about to wait for this rank's tiers: end every rank now.
+            eprintln!("error on rank {rank}: {error}");
+            cluster.abort(if error.is_bad_input() { 2 } else { 1 });
+        }
+    };
+    let mut connector = cluster.connector(placement.clone());
+    let spread = Spread {
+        placement,
+        connector: &mut connector,
+    };
+    let served = experiment.serve(spread, stop);
+    cluster.finish(connector);
+    if let Err(error) = served {
+        eprintln!("rank {rank}: {error}");
+    }
+}
+
+/// Prints the traffic that really crossed MPI, beside the simulated traffic `report` printed.
+fn report_real_traffic(record: &MpiRecord) {
+    for tier in &record.traffic {
+        say(format_args!(
+            "  {} tier over MPI: {:.1} MB down in {} frames, {:.1} MB up in {} frames",
+            tier.tier,
+            tier.bytes_down as f64 / 1e6,
+            tier.messages_down,
+            tier.bytes_up as f64 / 1e6,
+            tier.messages_up,
+        ));
+    }
+}

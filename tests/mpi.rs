@@ -1,0 +1,211 @@
+//! The tree over MPI (the `mpi` feature): three ranks on this machine under `mpirun` give the
+//! bytes of the run in one process, in every topology; a killed rank ends the whole run
+//! within seconds, naming the rank and its tiers, and the run resumes over MPI.
+#![cfg(feature = "mpi")]
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{assert_same_results, experiment, run_ok};
+use serde_json::Value;
+
+/// The topologies whose runs must not change over MPI, as `--set`s.
+const TOPOLOGIES: [(&str, &str); 3] = [
+    ("flat", r#"topology={"kind":"flat"}"#),
+    (
+        "relay",
+        r#"topology={"kind":"hierarchical","schedulers":2,"mode":"relay"}"#,
+    ),
+    (
+        "aggregate",
+        r#"topology={"kind":"hierarchical","schedulers":2,"mode":"aggregate","edge_rounds":2}"#,
+    ),
+];
+
+/// `mpirun -n RANKS fedsim ARGS` on this machine: more ranks than cores allowed, and as root
+/// where the test runs as root (CI containers do).
+fn mpirun<S: AsRef<std::ffi::OsStr>>(ranks: usize, args: &[S]) -> Command {
+    let mut command = Command::new("mpirun");
+    command
+        .args(["--oversubscribe", "-n", &ranks.to_string()])
+        .arg(env!("CARGO_BIN_EXE_fedsim"))
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    command
+}
+
+/// `run` of the benchmark experiment into `out`, with `sets`.
+fn run_args(out: &Path, sets: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "run".to_string(),
+        experiment("mnist-t1").to_string_lossy().into_owned(),
+        "--out".to_string(),
+        out.to_string_lossy().into_owned(),
+        "--quiet".to_string(),
+    ];
+    for set in sets {
+        args.extend(["--set".to_string(), set.to_string()]);
+    }
+    args
+}
+
+/// Runs the benchmark experiment over `ranks` ranks into `out`, and asserts it succeeds.
+fn mpi_run(ranks: usize, out: &Path, sets: &[&str]) -> Output {
+    let output = mpirun(ranks, &run_args(out, sets)).output().unwrap();
+    assert!(
+        output.status.success(),
+        "mpirun failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, topology) in TOPOLOGIES {
+        let sets = [topology, "federation.rounds=3"];
+        let single = dir.path().join(format!("{name}-single"));
+        run_ok(&experiment("mnist-t1"), &single, &sets);
+        let spread = dir.path().join(format!("{name}-mpi"));
+        let output = mpi_run(3, &spread, &sets);
+        assert_same_results(&spread, &single);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains("rank 0 runs the server"), "{stdout}");
+        assert!(stdout.contains("rank 2 runs"), "{stdout}");
+        // Only rank 0 writes; the real traffic lies beside the simulated.
+        let record = read_json(&spread.join("mpi.json"));
+        assert_eq!(record["ranks"], 3, "{record}");
+        let (real, simulated) = (
+            &record["traffic"][0],
+            &common::summary(&single)["traffic"][0],
+        );
+        assert_eq!(real["tier"], "server");
+        // Every message crosses as one frame (and each link's end as one more), its payload
+        // as the simulated message has it, its header in a different but similar size.
+        for direction in ["down", "up"] {
+            let count = |traffic: &Value, what: &str| {
+                traffic[format!("{what}_{direction}")].as_u64().unwrap()
+            };
+            let frames = count(real, "messages");
+            assert!(frames >= count(simulated, "messages"), "{name}: {record}");
+            let difference = count(real, "bytes").abs_diff(count(simulated, "bytes"));
+            assert!(
+                difference <= 64 * frames,
+                "{name}: {record} against {simulated}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_placement_that_splits_a_scheduler_from_its_group_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = [
+        TOPOLOGIES[1].1,
+        "federation.rounds=2",
+        r#"placement={"schedulers":[1,2],"groups":[2,1]}"#,
+    ];
+    let single_sets = [TOPOLOGIES[1].1, "federation.rounds=2"];
+    let single = dir.path().join("single");
+    run_ok(&experiment("mnist-t1"), &single, &single_sets);
+    let spread = dir.path().join("mpi");
+    mpi_run(3, &spread, &sets);
+    assert_same_results(&spread, &single);
+    let record = read_json(&spread.join("mpi.json"));
+    assert_eq!(record["groups"], serde_json::json!([2, 1]));
+    let scheduler_tier = &record["traffic"][1];
+    assert_eq!(scheduler_tier["tier"], "scheduler");
+    assert!(
+        scheduler_tier["messages_up"].as_u64().unwrap() > 0,
+        "{record}"
+    );
+    // A placement on ranks the run does not have is refused before anything runs.
+    let refused = mpirun(2, &run_args(&dir.path().join("refused"), &sets))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("rank 2, but the run has 2 ranks"),
+        "{stderr}"
+    );
+}
+
+/// The fedsim process of `rank` that writes to `out`, found by the rank variable `mpirun` gives
+/// each process.
+fn pid_of_rank(rank: usize, out: &Path) -> Option<u32> {
+    let wanted = format!("OMPI_COMM_WORLD_RANK={rank}");
+    fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let cmdline = fs::read(entry.path().join("cmdline")).ok()?;
+        let environ = fs::read(entry.path().join("environ")).ok()?;
+        let mine = String::from_utf8_lossy(&cmdline).contains(out.to_str()?);
+        let ranked = environ
+            .split(|&b| b == 0)
+            .any(|variable| variable == wanted.as_bytes());
+        (mine && ranked).then_some(pid)
+    })
+}
+
+#[test]
+fn a_killed_rank_ends_the_run_within_seconds_and_the_run_resumes_over_mpi() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = [TOPOLOGIES[1].1, "federation.rounds=30"];
+    let reference = dir.path().join("reference");
+    run_ok(&experiment("mnist-t1"), &reference, &sets);
+    let out = dir.path().join("killed");
+    let mut run = mpirun(3, &run_args(&out, &sets))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let metrics = out.join("metrics.jsonl");
+    let started = Instant::now();
+    while fs::read_to_string(&metrics).map_or(0, |m| m.lines().count()) < 2 {
+        assert!(run.try_wait().unwrap().is_none(), "the run ended early");
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = pid_of_rank(2, &out).expect("rank 2 is running");
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    let killed_at = Instant::now();
+    let output = run.wait_with_output().unwrap();
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(20),
+        "the run took {:?} to end",
+        killed_at.elapsed()
+    );
+    assert!(!output.status.success());
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // mpirun names the rank; fedsim, the tiers it ran.
+    assert!(
+        said.contains("rank 2 runs scheduler 1, client group 1"),
+        "{said}"
+    );
+    assert!(said.contains("process rank 2"), "{said}");
+    let finished = fs::read_to_string(&metrics).unwrap().lines().count();
+    assert!((2..30).contains(&finished), "{finished} rounds");
+    let resumed = mpirun(3, &["run", "--resume", out.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert!(resumed.status.success(), "{resumed:?}");
+    assert_same_results(&out, &reference);
+}
