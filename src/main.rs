@@ -301,7 +301,7 @@ fn run_command(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
 /// A run to play: a new one in its new folder, or one to continue.
 enum Job {
     New {
-        experiment: Experiment,
+        experiment: Box<Experiment>,
         folder: RunFolder,
         dir: PathBuf,
     },
@@ -344,7 +344,7 @@ impl Job {
             dir.display()
         ));
         let job = Job::New {
-            experiment,
+            experiment: Box::new(experiment),
             folder,
             dir,
         };
