@@ -35,7 +35,7 @@ fn main() {
     let client_rounds = (PER_ROUND * ROUNDS as usize) as f64;
     let tree = |trainer: Arc<dyn ClientTrainer>| {
         let plan = plan(
-            TopologyConfig::Flat {},
+            (TopologyConfig::Flat {}, vec![(0..CLIENTS).collect()]),
             &num_samples,
             (PER_ROUND, ROUNDS),
             model.to_vec(),

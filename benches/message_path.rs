@@ -35,7 +35,7 @@ fn run(topology: &TopologyConfig) {
     );
     let trainer: Arc<dyn ClientTrainer> = Arc::new(echo.expect("the echo pool starts"));
     let plan = common::plan(
-        topology.clone(),
+        (topology.clone(), topology.groups(CLIENTS)),
         &[SAMPLES; CLIENTS],
         (CLIENTS, ROUNDS),
         vec![0.5; PARAMS],

@@ -14,7 +14,7 @@ use super::{Failure, Job, report};
 
 /// Plays this rank's part of the run `args` ask for.
 pub fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
-    let mut cluster = Cluster::start().map_err(|e| (e.into(), None))?;
+    let cluster = Cluster::start().map_err(|e| (e.into(), None))?;
     if cluster.rank() != 0 {
         serve(cluster, stop);
         return Ok(());
@@ -60,7 +60,7 @@ pub fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
 /// Runs the tiers of a rank other than 0. Their failures reach rank 0 through the tree (a
 /// client's error, a tier that ended), which reports them and sets the exit code; this rank
 /// adds what only it knows, on stderr.
-fn serve(mut cluster: Cluster, stop: &StopSignal) {
+fn serve(cluster: Cluster, stop: &StopSignal) {
     let rank = cluster.rank();
     let Some(config) = cluster.share(None) else {
         return;

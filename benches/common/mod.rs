@@ -94,17 +94,17 @@ pub fn train_round(trainer: &Trainer, model: &Arc<[f32]>, clients: usize, steps:
 pub const EPOCH_STEPS: u32 = SAMPLES_PER_CLIENT.div_ceil(32) as u32;
 
 /// The plan of a tree of `num_samples.len()` clients (each holding that many samples) over
-/// `topology`, sampling `per_round` of them for `rounds` rounds of FedAvg from `model`, with
-/// one epoch of batch 32, no evaluation and instant links.
+/// `topology` (its groups of clients: `parts`), sampling `per_round` of them for `rounds`
+/// rounds of FedAvg from `model`, with one epoch of batch 32, no evaluation and instant links.
 pub fn plan(
-    topology: TopologyConfig,
+    (topology, parts): (TopologyConfig, Vec<Vec<usize>>),
     num_samples: &[usize],
     (per_round, rounds): (usize, u32),
     model: Vec<f32>,
 ) -> Plan {
     let clients = num_samples.len();
     let groups = GroupSetup::for_parts(
-        topology.groups(clients),
+        parts,
         num_samples,
         0,
         0.0,

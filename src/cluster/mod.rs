@@ -10,8 +10,7 @@
 mod relay;
 mod wire;
 
-use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::thread;
 
 use mpi::Threading;
 use mpi::collective::Root;
@@ -49,14 +48,13 @@ pub enum ClusterError {
     Threading(Threading),
 }
 
-/// This process's place in a run over MPI.
+/// This process's place in a run over MPI. It runs one tree at a time: each
+/// [`Cluster::connector`] is followed by a [`Cluster::finish`].
 pub struct Cluster {
     /// Ends MPI when dropped.
     _universe: Universe,
     rank: usize,
     size: usize,
-    wire: Arc<Wire>,
-    receiver: Option<JoinHandle<()>>,
 }
 
 /// The traffic that really crossed MPI in one tier, from all ranks together.
@@ -101,8 +99,6 @@ impl Cluster {
             rank: to_usize(world.rank()),
             size: to_usize(world.size()),
             _universe: universe,
-            wire: Wire::new(),
-            receiver: None,
         })
     }
 
@@ -143,34 +139,28 @@ impl Cluster {
         )
     }
 
-    /// The connector for this rank's part of the tree, with the wire's receiving thread
+    /// The connector for this rank's part of a tree, with its wire's receiving thread
     /// started.
-    pub fn connector(&mut self, placement: Placement) -> MpiConnector {
-        let wire = self.wire.clone();
-        self.receiver = Some(
-            thread::Builder::new()
-                .name("fedsim mpi receiver".to_string())
-                .spawn(move || wire.receive())
-                .expect("the operating system refused to start a thread"),
-        );
-        MpiConnector::new(self.rank, placement, self.wire.clone())
+    pub fn connector(&self, placement: Placement) -> MpiConnector {
+        let wire = Wire::new();
+        let receiving = wire.clone();
+        let receiver = thread::Builder::new()
+            .name("fedsim mpi receiver".to_string())
+            .spawn(move || receiving.receive())
+            .expect("the operating system refused to start a thread");
+        MpiConnector::new(self.rank, placement, (wire, receiver))
     }
 
     /// Waits for every relay of `connector` to end, then gathers the real traffic of all
     /// ranks on rank 0 (`Some` there, `None` elsewhere). Every rank calls this after its
-    /// part of the tree has ended; MPI ends when the cluster is dropped.
-    pub fn finish(mut self, connector: MpiConnector) -> Option<MpiRecord> {
+    /// part of the tree has ended, before the next tree.
+    pub fn finish(&self, connector: MpiConnector) -> Option<MpiRecord> {
         if !connector.made_tree() && self.rank == 0 && self.size > 1 {
             // The other ranks' tiers wait for links that will never open.
             self.abort(1);
         }
         let placement = connector.placement().clone();
-        connector.join();
-        self.wire.stop();
-        if let Some(receiver) = self.receiver.take() {
-            receiver.join().expect("the receiver does not panic");
-        }
-        let counts = self.wire.counts().to_array();
+        let counts = connector.join();
         let world = SimpleCommunicator::world();
         let root = world.process_at_rank(0);
         if self.rank != 0 {

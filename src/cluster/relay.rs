@@ -17,6 +17,8 @@ pub struct MpiConnector {
     rank: usize,
     placement: Placement,
     wire: Arc<Wire>,
+    /// The thread that receives the wire's frames.
+    receiver: JoinHandle<()>,
     /// Links made so far: the next link's number.
     links: u32,
     /// Each scheduler's link to its group, where this process runs the scheduler: its traffic
@@ -29,11 +31,16 @@ pub struct MpiConnector {
 }
 
 impl MpiConnector {
-    pub(super) fn new(rank: usize, placement: Placement, wire: Arc<Wire>) -> Self {
+    pub(super) fn new(
+        rank: usize,
+        placement: Placement,
+        (wire, receiver): (Arc<Wire>, JoinHandle<()>),
+    ) -> Self {
         Self {
             rank,
             placement,
             wire,
+            receiver,
             links: 0,
             below: HashMap::new(),
             mirrors: HashMap::new(),
@@ -61,11 +68,15 @@ impl MpiConnector {
         self.links > 0
     }
 
-    /// Waits for every relay, which ends once both ends of its link have closed.
-    pub(super) fn join(self) {
+    /// Waits for every relay, which ends once both ends of its link have closed, then stops
+    /// the wire; returns what this process sent over it (see [`super::wire::WireCounts::to_array`]).
+    pub(super) fn join(self) -> [u64; 8] {
         for relay in self.relays {
             relay.join().expect("relays do not panic");
         }
+        self.wire.stop();
+        self.receiver.join().expect("the receiver does not panic");
+        self.wire.counts().to_array()
     }
 
     /// Relays `end`, this process's end of link `link`, to `peer`. `below` is the scheduler
