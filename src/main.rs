@@ -263,11 +263,23 @@ fn watch_signals(stop: &StopSignal) -> Arc<AtomicI32> {
             if first.swap(signal, Ordering::SeqCst) != 0 {
                 std::process::exit(128 + signal);
             }
-            eprintln!("\nstopping after the work in flight (press Ctrl-C again to quit at once)");
+            eprintln!(
+                "\nstopping after the work in flight (press Ctrl-C again to quit at once){}",
+                launcher_note()
+            );
             stop.request();
         }
     });
     received
+}
+
+/// Why a rank of a run over MPI may be asked to stop: its launcher ends every rank so.
+fn launcher_note() -> &'static str {
+    #[cfg(feature = "mpi")]
+    if fedsim::cluster::launched() {
+        return "; under mpirun, every rank is asked to stop when one of them fails or mpirun is interrupted, and mpirun names the rank";
+    }
+    ""
 }
 
 #[cfg(not(unix))]
@@ -439,14 +451,12 @@ fn report(result: &RunResult) {
             .unwrap_or_default(),
     ));
     for tier in &summary.traffic {
-        say(format_args!(
-            "  {} tier: {:.1} MB down in {} messages, {:.1} MB up in {} messages",
-            tier.tier,
-            tier.bytes_down as f64 / 1e6,
-            tier.messages_down,
-            tier.bytes_up as f64 / 1e6,
-            tier.messages_up,
-        ));
+        say_traffic(
+            &format!("{} tier", tier.tier),
+            "messages",
+            (tier.bytes_down, tier.messages_down),
+            (tier.bytes_up, tier.messages_up),
+        );
     }
     if summary.sim_time_s > 0.0 || summary.dropped_clients > 0 {
         say(format_args!(
@@ -454,6 +464,18 @@ fn report(result: &RunResult) {
             summary.sim_time_s, summary.dropped_clients
         ));
     }
+}
+
+/// Prints one tier's traffic, `(bytes, count)` down and up, under `label`; `unit` names what
+/// was counted.
+fn say_traffic(label: &str, unit: &str, down: (u64, u64), up: (u64, u64)) {
+    say(format_args!(
+        "  {label}: {:.1} MB down in {} {unit}, {:.1} MB up in {} {unit}",
+        down.0 as f64 / 1e6,
+        down.1,
+        up.0 as f64 / 1e6,
+        up.1,
+    ));
 }
 
 fn partition(args: &ExperimentArgs, plot: Option<&Path>) -> Result<(), Failure> {

@@ -10,7 +10,7 @@ use fedsim::report::say;
 use fedsim::stop::StopSignal;
 use fedsim::topology::Spread;
 
-use super::{Failure, Job, report};
+use super::{Failure, Job, report, say_traffic};
 
 /// Plays this rank's part of the run `args` ask for.
 pub fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
@@ -92,13 +92,11 @@ fn serve(cluster: Cluster, stop: &StopSignal) {
 /// Prints the traffic that really crossed MPI, beside the simulated traffic `report` printed.
 fn report_real_traffic(record: &MpiRecord) {
     for tier in &record.traffic {
-        say(format_args!(
-            "  {} tier over MPI: {:.1} MB down in {} frames, {:.1} MB up in {} frames",
-            tier.tier,
-            tier.bytes_down as f64 / 1e6,
-            tier.messages_down,
-            tier.bytes_up as f64 / 1e6,
-            tier.messages_up,
-        ));
+        say_traffic(
+            &format!("{} tier over MPI", tier.tier),
+            "frames",
+            (tier.bytes_down, tier.messages_down),
+            (tier.bytes_up, tier.messages_up),
+        );
     }
 }

@@ -142,6 +142,21 @@ fn a_placement_that_splits_a_scheduler_from_its_group_changes_nothing() {
     );
 }
 
+#[test]
+fn an_algorithm_with_client_states_is_refused_over_several_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("scaffold");
+    let sets = [r#"strategy={"name":"scaffold"}"#];
+    let refused = mpirun(2, &run_args(&out, &sets)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("strategy scaffold keeps a state per client"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}
+
 /// The fedsim process of `rank` that writes to `out`, found by the rank variable `mpirun` gives
 /// each process.
 fn pid_of_rank(rank: usize, out: &Path) -> Option<u32> {

@@ -48,6 +48,40 @@ fn assert_identical_across_runs(sets: &[&str], parallels: &[usize], rounds: usiz
 }
 
 #[test]
+fn splitting_the_flat_topologys_clients_into_groups_changes_nothing() {
+    // A run over MPI splits them so, one group per rank; in one process the placement's
+    // groups all run on rank 0.
+    let dir = tempfile::tempdir().unwrap();
+    let (one, three) = (dir.path().join("one"), dir.path().join("three"));
+    run_ok(&experiment("mnist-t1"), &one, SHORT);
+    let split: Vec<&str> = SHORT
+        .iter()
+        .copied()
+        .chain([r#"placement={"groups":[0,0,0]}"#])
+        .collect();
+    run_ok(&experiment("mnist-t1"), &three, &split);
+    common::assert_same_results(&three, &one);
+    // A rank the run does not have is refused before anything runs.
+    let refused = three.with_file_name("refused");
+    let stderr = common::fails_with(
+        &[
+            "run",
+            experiment("mnist-t1").to_str().unwrap(),
+            "--out",
+            refused.to_str().unwrap(),
+            "--set",
+            r#"placement={"groups":[1,2]}"#,
+        ],
+        2,
+    );
+    assert!(
+        stderr.contains("placement puts a tier on rank 2, but the run has 1 rank"),
+        "{stderr}"
+    );
+    assert!(!refused.exists());
+}
+
+#[test]
 fn a_different_seed_gives_different_results() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
