@@ -174,17 +174,9 @@ impl Experiment {
         self.run_spread(folder, progress, stop, spread)
     }
 
-    /// Where the tiers run over `ranks` processes: the `placement` section or its rule. A run
-    /// over several processes cannot yet carry clients' own states (SCAFFOLD's and FedDyn's)
-    /// between them, so such an algorithm runs in one process.
+    /// Where the tiers run over `ranks` processes: the `placement` section or its rule.
     pub fn placement(&self, ranks: usize) -> Result<Placement, Error> {
         let config = &self.config;
-        if ranks > 1 && config.strategy.keeps_client_state() {
-            return Err(Error::Placement(format!(
-                "strategy {} keeps a state per client, which a run over several MPI ranks does not carry between them yet; run it in one process",
-                config.strategy.name()
-            )));
-        }
         let topology = &config.topology;
         config
             .placement

@@ -74,9 +74,14 @@ fn main() -> ExitCode {
         }
         Err((error, _)) => {
             eprintln!("error: {error}");
-            ExitCode::from(if error.is_bad_input() { 2 } else { 1 })
+            ExitCode::from(exit_code(&error))
         }
     }
+}
+
+/// The exit code of a command that failed with `error`: 2 for bad input, 1 for the rest.
+fn exit_code(error: &Error) -> u8 {
+    if error.is_bad_input() { 2 } else { 1 }
 }
 
 /// Downloads, checks and unpacks a data set, and says how an experiment names it.

@@ -3,14 +3,14 @@
 //! experiment to the other ranks and plays the rounds; the others run their tiers until
 //! rank 0 ends the tree. Every rank then meets rank 0 once more to total the real traffic.
 
-use fedsim::Experiment;
 use fedsim::cli::RunArgs;
-use fedsim::cluster::{Cluster, MpiRecord};
+use fedsim::cluster::{Cluster, MpiConnector, MpiRecord};
 use fedsim::report::say;
 use fedsim::stop::StopSignal;
 use fedsim::topology::Spread;
+use fedsim::{Error, Experiment};
 
-use super::{Failure, Job, report, say_traffic};
+use super::{Failure, Job, exit_code, report, say_traffic};
 
 /// Plays this rank's part of the run `args` ask for.
 pub fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
@@ -41,9 +41,8 @@ pub fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
         connector: &mut connector,
     };
     let result = job.play(spread, args.quiet, stop);
-    let record = cluster
-        .finish(connector)
-        .expect("rank 0 gathers the record");
+    let failure = result.as_ref().err().map(|(error, _)| error);
+    let record = finish(&cluster, connector, failure).expect("rank 0 gathers the record");
     let written = fedsim::report::run_folder::write_atomically(
         &dir.join("mpi.json"),
         serde_json::to_string_pretty(&record)
@@ -74,7 +73,7 @@ fn serve(cluster: Cluster, stop: &StopSignal) {
         Err(error) => {
             // Rank 0 is about to wait for this rank's tiers: end every rank now.
             eprintln!("error on rank {rank}: {error}");
-            cluster.abort(if error.is_bad_input() { 2 } else { 1 });
+            cluster.abort(exit_code(&error).into());
         }
     };
     let mut connector = cluster.connector(placement.clone());
@@ -83,10 +82,31 @@ fn serve(cluster: Cluster, stop: &StopSignal) {
         connector: &mut connector,
     };
     let served = experiment.serve(spread, stop);
-    cluster.finish(connector);
+    finish(&cluster, connector, served.as_ref().err());
     if let Err(error) = served {
         eprintln!("rank {rank}: {error}");
     }
+}
+
+/// Ends this rank's part of the tree: see [`Cluster::finish`]. A rank that failed before it
+/// made its part would leave the others waiting for its links: it says why (`failure`) and
+/// ends every rank.
+fn finish(
+    cluster: &Cluster,
+    connector: MpiConnector,
+    failure: Option<&Error>,
+) -> Option<MpiRecord> {
+    if !connector.made_tree() {
+        match failure {
+            Some(error) => eprintln!("error on rank {}: {error}", cluster.rank()),
+            None => eprintln!(
+                "error on rank {}: its part of the tree never started",
+                cluster.rank()
+            ),
+        }
+        cluster.abort(failure.map_or(1, exit_code).into());
+    }
+    cluster.finish(connector)
 }
 
 /// Prints the traffic that really crossed MPI, beside the simulated traffic `report` printed.

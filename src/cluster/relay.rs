@@ -3,14 +3,15 @@
 //! this process runs; and relays a link whose other end runs in another process over the
 //! wire, with one thread per direction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
 use super::wire::{Frame, Route, Wire};
 use crate::config::Placement;
-use crate::network::{Inlet, Link, LinkEnd, LinkProfiles, NodeId};
+use crate::network::{ClientId, Inlet, Link, LinkEnd, LinkProfiles, Message, NodeId, Tensors};
 use crate::topology::{Connection, Connector};
+use crate::trainer::ClientStates;
 
 /// Makes the links of the tree for the process of rank `rank`.
 pub struct MpiConnector {
@@ -27,6 +28,8 @@ pub struct MpiConnector {
     /// Each scheduler's link to its group, where neither runs here: this process's copy,
     /// which the scheduler's frames keep up to date.
     mirrors: HashMap<NodeId, Link>,
+    /// The clients' states in this process, which frames carry between processes.
+    states: Arc<ClientStates>,
     relays: Vec<JoinHandle<()>>,
 }
 
@@ -44,6 +47,7 @@ impl MpiConnector {
             links: 0,
             below: HashMap::new(),
             mirrors: HashMap::new(),
+            states: Arc::new(ClientStates::new(0)),
             relays: Vec::new(),
         }
     }
@@ -63,8 +67,9 @@ impl MpiConnector {
     }
 
     /// Whether the tree has been made here: until it is, the other ranks' tiers wait for
-    /// links this process has not opened.
-    pub(super) fn made_tree(&self) -> bool {
+    /// links this process has not opened, and a process that fails before must end them all
+    /// ([`super::Cluster::abort`]).
+    pub fn made_tree(&self) -> bool {
         self.links > 0
     }
 
@@ -87,23 +92,62 @@ impl MpiConnector {
         let inbox = self.wire.inbox(link);
         let wire = self.wire.clone();
         let Tallies { below, mirror } = tallies;
+        let (states, received) = (self.states.clone(), self.states.clone());
+        let out = move || {
+            let mut carried = StatesCarried::new(states, route.upward);
+            for envelope in outgoing.iter() {
+                let below = below.as_ref().map(|l| (l.down(), l.up()));
+                let states = carried.for_message(&envelope.message);
+                let frame = Frame::Envelope {
+                    link,
+                    envelope,
+                    below,
+                    states,
+                };
+                wire.send(route, &frame);
+            }
+            wire.send(route, &Frame::Closed { link });
+        };
+        let into = move || pass_in(&inbox, &inlet, (mirror.as_ref(), &received));
         self.relays
-            .push(spawn(format!("fedsim relay {link} out"), move || {
-                for envelope in outgoing.iter() {
-                    let below = below.as_ref().map(|l| (l.down(), l.up()));
-                    let frame = Frame::Envelope {
-                        link,
-                        envelope,
-                        below,
-                    };
-                    wire.send(route, &frame);
-                }
-                wire.send(route, &Frame::Closed { link });
-            }));
+            .push(spawn(format!("fedsim relay {link} out"), out));
         self.relays
-            .push(spawn(format!("fedsim relay {link} in"), move || {
-                pass_in(&inbox, &inlet, mirror.as_ref());
-            }));
+            .push(spawn(format!("fedsim relay {link} in"), into));
+    }
+}
+
+/// Which clients' states go with the messages one relay sends: up, those of every update's
+/// clients, just trained; down, those of a model's clients that this relay has not sent
+/// before. Past that, the receiving process's copy is the one the clients' training changes.
+struct StatesCarried {
+    states: Arc<ClientStates>,
+    upward: bool,
+    sent: HashSet<ClientId>,
+}
+
+impl StatesCarried {
+    fn new(states: Arc<ClientStates>, upward: bool) -> Self {
+        Self {
+            states,
+            upward,
+            sent: HashSet::new(),
+        }
+    }
+
+    fn for_message(&mut self, message: &Message) -> Vec<(ClientId, Tensors)> {
+        let clients = match message {
+            Message::Uplink(update) if self.upward => update.clients.clone(),
+            Message::Downlink { clients, .. } if !self.upward => clients
+                .iter()
+                .copied()
+                .filter(|&client| self.sent.insert(client))
+                .collect(),
+            _ => Vec::new(),
+        };
+        clients
+            .into_iter()
+            .filter_map(|client| self.states.get(client).map(|state| (client, state)))
+            .collect()
     }
 }
 
@@ -114,15 +158,26 @@ struct Tallies {
 }
 
 /// Hands the envelopes that arrive for a link to the tier at this end, until the other end
-/// closes. Dropping `inlet` then closes the link for that tier.
-fn pass_in(inbox: &flume::Receiver<Frame>, inlet: &Inlet, mirror: Option<&Link>) {
+/// closes, after recording what they carry: the traffic of a link in `mirror`, and clients'
+/// states in `states`. Dropping `inlet` then closes the link for that tier.
+fn pass_in(
+    inbox: &flume::Receiver<Frame>,
+    inlet: &Inlet,
+    (mirror, states): (Option<&Link>, &ClientStates),
+) {
     for frame in inbox.iter() {
         match frame {
             Frame::Envelope {
-                envelope, below, ..
+                envelope,
+                below,
+                states: carried,
+                ..
             } => {
                 if let (Some(mirror), Some((down, up))) = (mirror, below) {
                     mirror.mirror(down, up);
+                }
+                for (client, state) in carried {
+                    states.put(client, Some(state));
                 }
                 // A tier that has ended takes nothing more: keep reading until the close.
                 let _ = inlet.pass(envelope);
@@ -142,6 +197,10 @@ fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
 impl Connector for MpiConnector {
     fn hosts(&self, node: NodeId) -> bool {
         self.rank_of(node) == self.rank
+    }
+
+    fn carry_states(&mut self, states: &Arc<ClientStates>) {
+        self.states = states.clone();
     }
 
     fn connect(&mut self, upper: NodeId, lower: NodeId, profiles: LinkProfiles) -> Connection {

@@ -12,7 +12,7 @@ use mpi::point_to_point::{Destination, MatchedReceiveVec, Message as Probed, Sou
 use mpi::topology::{Communicator, SimpleCommunicator};
 use serde::{Deserialize, Serialize};
 
-use crate::network::{Envelope, Traffic};
+use crate::network::{ClientId, Envelope, Tensors, Traffic};
 
 /// The MPI tag of every frame: a frame names its own link.
 const FRAME_TAG: i32 = 17;
@@ -41,6 +41,10 @@ pub(super) enum Frame {
         envelope: Envelope,
         /// The traffic below the sending scheduler, if any.
         below: Option<(Traffic, Traffic)>,
+        /// The states of the clients the message concerns, as the sending process holds them:
+        /// with an update, those its training left; with a model going down, those the
+        /// receiving process has not been sent yet (after a resume, the checkpoint's).
+        states: Vec<(ClientId, Tensors)>,
     },
     /// The sender's end of `link` has closed: its tier has ended.
     Closed {

@@ -110,12 +110,6 @@ impl StrategyConfig {
         self.facts().name
     }
 
-    /// Whether each client keeps a state between the rounds it takes part in (SCAFFOLD's
-    /// control variate, FedDyn's gradient memory).
-    pub fn keeps_client_state(&self) -> bool {
-        matches!(self, Self::Scaffold(_) | Self::FedDyn(_))
-    }
-
     /// What `fedsim strategies` and validation need to know of the algorithm.
     fn facts(&self) -> Facts {
         let any = EdgeAggregation::Mean {

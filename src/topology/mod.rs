@@ -28,7 +28,7 @@ use crate::network::{ClientId, Link, LinkEnd, LinkProfiles, NodeId};
 use crate::report::TierTraffic;
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
-use crate::trainer::{ClientTrainer, panic_message};
+use crate::trainer::{ClientStates, ClientTrainer, panic_message};
 
 /// Why a federation stopped before its last round.
 #[derive(Debug, thiserror::Error)]
@@ -172,6 +172,11 @@ pub trait Connector {
     /// The link from `upper` (nearer the server) to `lower`, with the ends of the two that run
     /// here. A scheduler's child link is made before its link to the server.
     fn connect(&mut self, upper: NodeId, lower: NodeId, profiles: LinkProfiles) -> Connection;
+
+    /// Hands over the clients' states (SCAFFOLD's and FedDyn's) before the first link is made,
+    /// for a transport between processes to carry with the messages that concern their
+    /// clients. In one process the trainer and the server share them, and this does nothing.
+    fn carry_states(&mut self, _states: &Arc<ClientStates>) {}
 }
 
 /// Where a run's tiers are: the rank of each, and the connector that links them.
@@ -254,6 +259,7 @@ pub fn run_over<E>(
     });
     let mut meter = TrafficMeter::default();
     let mut children = Vec::new();
+    connector.carry_states(&plan.server.client_states);
     thread::scope(|scope| {
         let mut tiers: Vec<Tier<'_>> = Vec::new();
         for group in plan.groups {
