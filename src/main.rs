@@ -157,12 +157,15 @@ fn sweep(args: &SweepArgs, stop: &StopSignal) -> Result<(), Failure> {
     ));
     if outcome.stopped {
         eprintln!(
-            "stopped; {} keeps the finished runs and the stopped ones' checkpoints. Continue with:\n  fedsim sweep {}{}",
+            "stopped; {} keeps the finished runs and the stopped ones' checkpoints. Continue with:\n  fedsim sweep {}{}{}",
             dir.display(),
             args.sweep.display(),
             args.out
                 .as_ref()
                 .map(|out| format!(" --out {}", out.display()))
+                .unwrap_or_default(),
+            args.shard
+                .map(|shard| format!(" --shard {shard}"))
                 .unwrap_or_default()
         );
         return Err((Error::Stopped { round: 0 }, None));

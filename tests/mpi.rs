@@ -71,19 +71,39 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap()
 }
 
+const SCAFFOLD: &str = r#"strategy={"name":"scaffold"}"#;
+const FEDDYN: &str = r#"strategy={"name":"feddyn"}"#;
+
+/// Clients 0 to 29, under scheduler 0, sit 1 s away and miss a 1.5 s deadline; the others,
+/// 10 ms away, train 600 samples in 0.6 s and make it.
+const DEADLINE: [&str; 2] = [
+    r#"availability={"deadline_s":1.5}"#,
+    r#"network={"client_link":{"latency_ms":10},"client_overrides":[{"clients":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29],"latency_ms":1000}],"compute":{"kind":"fixed","samples_per_second":1000}}"#,
+];
+
 #[test]
 fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
     let dir = tempfile::tempdir().unwrap();
-    // SCAFFOLD's clients keep a state, which travels between the ranks with their messages.
-    let scaffold = (
-        "flat-scaffold",
-        TOPOLOGIES[0].1,
-        r#"strategy={"name":"scaffold"}"#,
-    );
-    let cases =
-        TOPOLOGIES.map(|(name, topology)| (name, topology, r#"strategy={"name":"fedavg"}"#));
-    for (name, topology, strategy) in cases.into_iter().chain([scaffold]) {
-        let sets = [topology, strategy, "federation.rounds=3"];
+    let [flat, relay, aggregate] = TOPOLOGIES.map(|(_, topology)| topology);
+    let aggregate_once = r#"topology={"kind":"hierarchical","schedulers":2,"mode":"aggregate"}"#;
+    // SCAFFOLD's and FedDyn's clients keep a state, which travels between the ranks with
+    // their messages, also when they are left out of a round.
+    let cases: [(&str, Vec<&str>); 6] = [
+        ("flat", vec![flat]),
+        ("relay", vec![relay]),
+        ("aggregate", vec![aggregate]),
+        ("flat-scaffold", vec![flat, SCAFFOLD]),
+        (
+            "relay-feddyn-dropout",
+            vec![relay, FEDDYN, "availability.dropout=0.3"],
+        ),
+        (
+            "aggregate-scaffold-deadline",
+            [vec![aggregate_once, SCAFFOLD], DEADLINE.to_vec()].concat(),
+        ),
+    ];
+    for (name, mut sets) in cases {
+        sets.push("federation.rounds=3");
         let single = dir.path().join(format!("{name}-single"));
         run_ok(&experiment("mnist-t1"), &single, &sets);
         let spread = dir.path().join(format!("{name}-mpi"));
@@ -102,7 +122,8 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
         assert_eq!(real["tier"], "server");
         // Every message crosses as one frame (and each link's end as one more), its payload
         // as the simulated message has it, its header in a different but similar size; with
-        // SCAFFOLD, updates also carry their clients' states, which a real client keeps.
+        // clients' states, updates also carry those, which a real client keeps.
+        let with_states = sets.contains(&SCAFFOLD) || sets.contains(&FEDDYN);
         for direction in ["down", "up"] {
             let count = |traffic: &Value, what: &str| {
                 traffic[format!("{what}_{direction}")].as_u64().unwrap()
@@ -110,18 +131,21 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
             let frames = count(real, "messages");
             assert!(frames >= count(simulated, "messages"), "{name}: {record}");
             let (real_bytes, simulated_bytes) = (count(real, "bytes"), count(simulated, "bytes"));
-            let states = if strategy == scaffold.2 && direction == "up" {
-                simulated_bytes
-            } else {
-                0
-            };
+            let carries_states = with_states && direction == "up";
             assert!(
                 real_bytes + 64 * frames >= simulated_bytes
-                    && real_bytes <= simulated_bytes + states + 64 * frames,
+                    && (carries_states || real_bytes <= simulated_bytes + 64 * frames),
                 "{name}: {record} against {simulated}"
             );
         }
     }
+    // The deadline left clients out, so the case tests what it should.
+    let dropped = fs::read_to_string(
+        dir.path()
+            .join("aggregate-scaffold-deadline-single/metrics.jsonl"),
+    )
+    .unwrap();
+    assert!(dropped.contains("deadline"), "{dropped}");
 }
 
 #[test]
@@ -178,11 +202,7 @@ fn pid_of_rank(rank: usize, out: &Path) -> Option<u32> {
 fn a_killed_rank_ends_the_run_within_seconds_and_the_run_resumes_over_mpi() {
     let dir = tempfile::tempdir().unwrap();
     // With SCAFFOLD: the resumed ranks get their clients' states from rank 0's checkpoint.
-    let sets = [
-        TOPOLOGIES[1].1,
-        r#"strategy={"name":"scaffold"}"#,
-        "federation.rounds=30",
-    ];
+    let sets = [TOPOLOGIES[1].1, SCAFFOLD, "federation.rounds=30"];
     let reference = dir.path().join("reference");
     run_ok(&experiment("mnist-t1"), &reference, &sets);
     let out = dir.path().join("killed");

@@ -13,13 +13,13 @@ mod wire;
 use std::thread;
 
 use mpi::Threading;
-use mpi::collective::Root;
+use mpi::collective::{CommunicatorCollectives, Root};
 use mpi::environment::Universe;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use serde::Serialize;
 
 pub use relay::MpiConnector;
-use wire::Wire;
+use wire::{TIERS, Wire};
 
 use crate::ExperimentConfig;
 use crate::config::Placement;
@@ -47,6 +47,25 @@ pub enum ClusterError {
     )]
     Threading(Threading),
 }
+
+/// Makes a panic on the main thread or in a relay or the wire's receiver end every rank, after
+/// the usual message: the other ranks would otherwise wait for this one's links, since the
+/// process lives on. (A tier's panic is caught where the tier is joined and reported through
+/// the tree, as in one process.)
+fn abort_on_relay_panics() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or_default();
+        if name == "main" || name.starts_with("fedsim relay") || name == RECEIVER {
+            SimpleCommunicator::world().abort(101);
+        }
+    }));
+}
+
+/// The name of the thread that receives a process's frames.
+const RECEIVER: &str = "fedsim mpi receiver";
 
 /// This process's place in a run over MPI. It runs one tree at a time: each
 /// [`Cluster::connector`] is followed by a [`Cluster::finish`].
@@ -93,6 +112,7 @@ impl Cluster {
         if threading != Threading::Multiple {
             return Err(ClusterError::Threading(threading));
         }
+        abort_on_relay_panics();
         let world = universe.world();
         let to_usize = |n: i32| usize::try_from(n).expect("MPI ranks are not negative");
         Ok(Cluster {
@@ -145,7 +165,7 @@ impl Cluster {
         let wire = Wire::new();
         let receiving = wire.clone();
         let receiver = thread::Builder::new()
-            .name("fedsim mpi receiver".to_string())
+            .name(RECEIVER.to_string())
             .spawn(move || receiving.receive())
             .expect("the operating system refused to start a thread");
         MpiConnector::new(self.rank, placement, (wire, receiver))
@@ -160,14 +180,19 @@ impl Cluster {
         let counts = connector.join();
         let world = SimpleCommunicator::world();
         let root = world.process_at_rank(0);
-        if self.rank != 0 {
+        let mut all = vec![0u64; counts.len() * self.size];
+        if self.rank == 0 {
+            root.gather_into_root(&counts[..], &mut all[..]);
+        } else {
             root.gather_into(&counts[..]);
+        }
+        // No rank starts another tree, whose links reuse these numbers, before all are done.
+        world.barrier();
+        if self.rank != 0 {
             return None;
         }
-        let mut all = vec![0u64; counts.len() * self.size];
-        root.gather_into_root(&counts[..], &mut all[..]);
         let total = |i: usize| all.iter().skip(i).step_by(counts.len()).sum::<u64>();
-        let traffic = ["server", "scheduler"]
+        let traffic = TIERS
             .into_iter()
             .enumerate()
             .map(|(t, tier)| RealTraffic {
@@ -177,7 +202,7 @@ impl Cluster {
                 messages_up: total(4 * t + 2),
                 bytes_up: total(4 * t + 3),
             })
-            .filter(|t| t.tier == "server" || !placement.schedulers.is_empty())
+            .filter(|t| t.tier == TIERS[0] || !placement.schedulers.is_empty())
             .collect();
         Some(MpiRecord {
             ranks: self.size,

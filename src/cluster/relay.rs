@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
-use super::wire::{Frame, Route, Wire};
+use super::wire::{Frame, MAX_LINKS, Route, TIERS, Wire};
 use crate::config::Placement;
 use crate::network::{ClientId, Inlet, Link, LinkEnd, LinkProfiles, Message, NodeId, Tensors};
 use crate::topology::{Connection, Connector};
@@ -30,6 +30,8 @@ pub struct MpiConnector {
     mirrors: HashMap<NodeId, Link>,
     /// The clients' states in this process, which frames carry between processes.
     states: Arc<ClientStates>,
+    /// The schedulers whose link to their group has been made.
+    schedulers_linked: HashSet<NodeId>,
     relays: Vec<JoinHandle<()>>,
 }
 
@@ -48,6 +50,7 @@ impl MpiConnector {
             below: HashMap::new(),
             mirrors: HashMap::new(),
             states: Arc::new(ClientStates::new(0)),
+            schedulers_linked: HashSet::new(),
             relays: Vec::new(),
         }
     }
@@ -74,8 +77,9 @@ impl MpiConnector {
     }
 
     /// Waits for every relay, which ends once both ends of its link have closed, then stops
-    /// the wire; returns what this process sent over it (see [`super::wire::WireCounts::to_array`]).
-    pub(super) fn join(self) -> [u64; 8] {
+    /// the wire; returns what this process sent over it
+    /// ([`super::wire::WireCounts::to_array`]).
+    pub(super) fn join(self) -> [u64; 4 * TIERS.len()] {
         for relay in self.relays {
             relay.join().expect("relays do not panic");
         }
@@ -84,12 +88,12 @@ impl MpiConnector {
         self.wire.counts().to_array()
     }
 
-    /// Relays `end`, this process's end of link `link`, to `peer`. `below` is the scheduler
-    /// link whose traffic travels up with this end's frames; `mirror`, the copy of such a link
-    /// that the frames arriving at this end update.
-    fn relay(&mut self, link: u32, end: LinkEnd, route: Route, tallies: Tallies) {
+    /// Relays `end`, this process's end of a link, along `route`; `tallies` are the links
+    /// whose traffic its frames report or record.
+    fn relay(&mut self, end: LinkEnd, route: Route, tallies: Tallies) {
+        let link = route.link;
         let (inlet, outgoing) = end.into_halves();
-        let inbox = self.wire.inbox(link);
+        let inbox = self.wire.inbox(link, route.peer);
         let wire = self.wire.clone();
         let Tallies { below, mirror } = tallies;
         let (states, received) = (self.states.clone(), self.states.clone());
@@ -99,14 +103,13 @@ impl MpiConnector {
                 let below = below.as_ref().map(|l| (l.down(), l.up()));
                 let states = carried.for_message(&envelope.message);
                 let frame = Frame::Envelope {
-                    link,
                     envelope,
                     below,
                     states,
                 };
                 wire.send(route, &frame);
             }
-            wire.send(route, &Frame::Closed { link });
+            wire.send(route, &Frame::Closed);
         };
         let into = move || pass_in(&inbox, &inlet, (mirror.as_ref(), &received));
         self.relays
@@ -117,7 +120,7 @@ impl MpiConnector {
 }
 
 /// Which clients' states go with the messages one relay sends: up, those of every update's
-/// clients, just trained; down, those of a model's clients that this relay has not sent
+/// clients, just trained, and of clients left out of a round; down, those of a model's clients that this relay has not sent
 /// before. Past that, the receiving process's copy is the one the clients' training changes.
 struct StatesCarried {
     states: Arc<ClientStates>,
@@ -137,6 +140,10 @@ impl StatesCarried {
     fn for_message(&mut self, message: &Message) -> Vec<(ClientId, Tensors)> {
         let clients = match message {
             Message::Uplink(update) if self.upward => update.clients.clone(),
+            // A client left out for its deadline trained all the same.
+            Message::Dropped { clients, .. } if self.upward => {
+                clients.iter().map(|dropped| dropped.client).collect()
+            }
             Message::Downlink { clients, .. } if !self.upward => clients
                 .iter()
                 .copied()
@@ -182,7 +189,7 @@ fn pass_in(
                 // A tier that has ended takes nothing more: keep reading until the close.
                 let _ = inlet.pass(envelope);
             }
-            Frame::Closed { .. } => return,
+            Frame::Closed => return,
         }
     }
 }
@@ -205,7 +212,21 @@ impl Connector for MpiConnector {
 
     fn connect(&mut self, upper: NodeId, lower: NodeId, profiles: LinkProfiles) -> Connection {
         let link_number = self.links;
+        assert!(
+            link_number <= MAX_LINKS,
+            "a tree has at most {MAX_LINKS} links over MPI"
+        );
         self.links += 1;
+        if let NodeId::Scheduler(_) = upper {
+            self.schedulers_linked.insert(upper);
+        }
+        if let NodeId::Scheduler(_) = lower {
+            // Its link below must be known: its traffic travels with this link's frames.
+            assert!(
+                self.schedulers_linked.contains(&lower),
+                "a scheduler's link to its group is made before its link to the server"
+            );
+        }
         let (upper_rank, lower_rank) = (self.rank_of(upper), self.rank_of(lower));
         let here = self.rank;
         if upper_rank != here && lower_rank != here {
@@ -224,6 +245,12 @@ impl Connector for MpiConnector {
             self.below.insert(upper, link.clone());
         }
         let tier = usize::from(upper != NodeId::Server);
+        let route = |peer, upward| Route {
+            link: link_number,
+            peer,
+            tier,
+            upward,
+        };
         match (upper_rank == here, lower_rank == here) {
             (true, true) => Connection {
                 link,
@@ -231,16 +258,11 @@ impl Connector for MpiConnector {
                 lower: Some(lower_end),
             },
             (true, false) => {
-                let route = Route {
-                    peer: lower_rank,
-                    tier,
-                    upward: false,
-                };
                 let tallies = Tallies {
                     below: None,
                     mirror: self.mirrors.get(&lower).cloned(),
                 };
-                self.relay(link_number, lower_end, route, tallies);
+                self.relay(lower_end, route(lower_rank, false), tallies);
                 Connection {
                     link,
                     upper: Some(upper_end),
@@ -248,16 +270,11 @@ impl Connector for MpiConnector {
                 }
             }
             (false, _) => {
-                let route = Route {
-                    peer: upper_rank,
-                    tier,
-                    upward: true,
-                };
                 let tallies = Tallies {
                     below: self.below.get(&lower).cloned(),
                     mirror: None,
                 };
-                self.relay(link_number, upper_end, route, tallies);
+                self.relay(upper_end, route(upper_rank, true), tallies);
                 Connection {
                     link,
                     upper: None,

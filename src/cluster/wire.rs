@@ -1,6 +1,11 @@
 //! The wire between the ranks of a run over MPI: frames that carry a link's envelopes from
 //! one process to another, sent from any thread, and one thread per process that receives
 //! them and hands each to its link's relay.
+//!
+//! A link's frames travel under the link's number as their MPI tag. The receiving thread
+//! takes a link's next frame only once its relay has taken the previous one, so a frame waits
+//! in the sender's `MPI_Send` meanwhile: a process that is slow to take updates slows their
+//! senders, as a bounded channel does in one process, instead of piling them up.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -8,54 +13,55 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
-use mpi::point_to_point::{Destination, MatchedReceiveVec, Message as Probed, Source, Status};
+use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use serde::{Deserialize, Serialize};
 
 use crate::network::{ClientId, Envelope, Tensors, Traffic};
 
-/// The MPI tag of every frame: a frame names its own link.
-const FRAME_TAG: i32 = 17;
+/// The tiers whose real traffic is counted: links from the server, links from schedulers.
+pub(super) const TIERS: [&str; 2] = ["server", "scheduler"];
 
-/// Which way a frame travels, and the tier of its link, for counting real traffic.
+/// The highest link number: MPI guarantees tags up to 32767.
+pub(super) const MAX_LINKS: u32 = 32_767;
+
+/// Which way a link's frames from this end travel, for sending and counting them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Route {
+    /// The link's number, its frames' tag.
+    pub link: u32,
     /// The rank at the other end of the link.
     pub peer: usize,
-    /// Index of the link's tier: 0 for links from the server, 1 for links from schedulers.
+    /// Index in [`TIERS`] of the link's tier.
     pub tier: usize,
     /// Whether frames from this end travel up (towards the server).
     pub upward: bool,
 }
 
-/// What crosses between two ranks.
+/// What crosses between two ranks on one link.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum Frame {
-    /// An envelope on link `link`, with, where the sender runs the lower end's tier and that
-    /// tier is a scheduler, the traffic of the scheduler's own link below it (down, up) at
-    /// the time of sending: the server's process records that tier's traffic from it.
+    /// An envelope, with what the sending process records beside it.
     Envelope {
-        /// The link, numbered in the order every process makes the tree's links.
-        link: u32,
         /// What the tier sent.
         envelope: Envelope,
-        /// The traffic below the sending scheduler, if any.
+        /// Where the sender runs the lower end's tier and that tier is a scheduler: the
+        /// traffic (down, up) of the scheduler's own link below it at the time of sending, from
+        /// which the server's process records that tier's traffic.
         below: Option<(Traffic, Traffic)>,
         /// The states of the clients the message concerns, as the sending process holds them:
-        /// with an update, those its training left; with a model going down, those the
-        /// receiving process has not been sent yet (after a resume, the checkpoint's).
+        /// going up, those of an update's or a drop notice's clients; going down, those of a
+        /// model's clients that the receiving process has not been sent yet (after a resume,
+        /// the checkpoint's).
         states: Vec<(ClientId, Tensors)>,
     },
-    /// The sender's end of `link` has closed: its tier has ended.
-    Closed {
-        /// The link.
-        link: u32,
-    },
+    /// The sender's end of the link has closed: its tier has ended.
+    Closed,
 }
 
-/// Real MPI traffic a process sent, by tier (server, scheduler) and direction (down, up).
+/// Real MPI traffic a process sent, per tier and direction: messages and bytes.
 #[derive(Debug, Default)]
-pub(super) struct WireCounts([[(AtomicU64, AtomicU64); 2]; 2]);
+pub(super) struct WireCounts([[(AtomicU64, AtomicU64); 2]; TIERS.len()]);
 
 impl WireCounts {
     fn add(&self, route: Route, bytes: usize) {
@@ -64,9 +70,10 @@ impl WireCounts {
         sent.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
-    /// The counts as eight numbers: per tier, per direction, messages then bytes.
-    pub fn to_array(&self) -> [u64; 8] {
-        let mut out = [0; 8];
+    /// The counts, per tier in [`TIERS`] order: messages down, bytes down, messages up, bytes
+    /// up.
+    pub fn to_array(&self) -> [u64; 4 * TIERS.len()] {
+        let mut out = [0; 4 * TIERS.len()];
         for (i, (messages, bytes)) in self.0.iter().flatten().enumerate() {
             out[2 * i] = messages.load(Ordering::Relaxed);
             out[2 * i + 1] = bytes.load(Ordering::Relaxed);
@@ -75,14 +82,15 @@ impl WireCounts {
     }
 }
 
-/// The frames of each link that have arrived, waiting for the link's relay. A link's channel
-/// is made by whichever comes first: its relay, or its first frame (a faster process may send
-/// before this one has made the link).
-type Inboxes = HashMap<u32, (flume::Sender<Frame>, Option<flume::Receiver<Frame>>)>;
+/// A link this process receives on: the rank it hears from, and where its frames go.
+struct Inbox {
+    peer: usize,
+    frames: flume::Sender<Frame>,
+}
 
-/// One process's side of the wire.
+/// One process's side of the wire, for one tree.
 pub(super) struct Wire {
-    inboxes: Mutex<Inboxes>,
+    inboxes: Mutex<HashMap<u32, Inbox>>,
     counts: WireCounts,
     stopping: AtomicBool,
 }
@@ -102,64 +110,72 @@ impl Wire {
         &self.counts
     }
 
-    /// The frames that arrive for `link`.
-    pub fn inbox(&self, link: u32) -> flume::Receiver<Frame> {
+    /// The frames that `peer` sends on `link`, one at a time.
+    pub fn inbox(&self, link: u32, peer: usize) -> flume::Receiver<Frame> {
+        let (frames, receiver) = flume::bounded(1);
+        let inbox = Inbox { peer, frames };
         let mut inboxes = self.inboxes.lock().unwrap_or_else(PoisonError::into_inner);
-        let (_, receiver) = inboxes.entry(link).or_insert_with(channel);
+        assert!(inboxes.insert(link, inbox).is_none(), "one inbox per link");
         receiver
-            .take()
-            .expect("each link's relay takes its inbox once")
     }
 
-    /// Sends `frame` along `route`, blocking until MPI has taken it.
+    /// Sends `frame` along `route`, blocking until the other process takes it.
     pub fn send(&self, route: Route, frame: &Frame) {
         let bytes = postcard::to_stdvec(frame).expect("frames always serialise");
         self.counts.add(route, bytes.len());
         let rank = i32::try_from(route.peer).expect("ranks fit in an i32");
+        let tag = i32::try_from(route.link).expect("link numbers fit in a tag");
         SimpleCommunicator::world()
             .process_at_rank(rank)
-            .send_with_tag(&bytes[..], FRAME_TAG);
+            .send_with_tag(&bytes[..], tag);
     }
 
     /// Receives frames and hands each to its link until [`Wire::stop`]. Polls, sleeping a
     /// little while nothing arrives, rather than blocking in MPI: a blocking receive spins a
     /// core in most MPI libraries, which the trainers need.
     pub fn receive(&self) {
-        let world = SimpleCommunicator::world();
         let mut idle = 0u32;
         while !self.stopping.load(Ordering::Acquire) {
-            match world
-                .any_process()
-                .immediate_matched_probe_with_tag(FRAME_TAG)
-            {
-                Some(probed) => {
-                    idle = 0;
-                    self.deliver(probed);
-                }
-                None if idle < 64 => {
-                    idle += 1;
-                    thread::yield_now();
-                }
-                None => thread::sleep(Duration::from_micros(200)),
+            if self.receive_ready() {
+                idle = 0;
+            } else if idle < 64 {
+                idle += 1;
+                thread::yield_now();
+            } else {
+                thread::sleep(Duration::from_micros(200));
             }
         }
     }
 
-    fn deliver(&self, probed: (Probed, Status)) {
-        let (bytes, status) = probed.matched_receive_vec::<u8>();
-        let frame: Frame = postcard::from_bytes(&bytes).unwrap_or_else(|e| {
-            panic!(
-                "a frame from rank {} is not one fedsim sends ({e}): are all ranks the same fedsim?",
-                status.source_rank()
-            )
-        });
-        let link = match &frame {
-            Frame::Envelope { link, .. } | Frame::Closed { link } => *link,
-        };
+    /// Takes the next frame of every link whose relay has taken the previous one; whether any
+    /// arrived. A link's inbox is dropped with its last frame, `Closed`.
+    fn receive_ready(&self) -> bool {
+        let world = SimpleCommunicator::world();
         let mut inboxes = self.inboxes.lock().unwrap_or_else(PoisonError::into_inner);
-        let (sender, _) = inboxes.entry(link).or_insert_with(channel);
-        // A relay that has ended no longer reads its inbox; what still arrives is dropped.
-        let _ = sender.send(frame);
+        let mut received = false;
+        inboxes.retain(|&link, inbox| {
+            if inbox.frames.is_full() {
+                return true;
+            }
+            let rank = i32::try_from(inbox.peer).expect("ranks fit in an i32");
+            let tag = i32::try_from(link).expect("link numbers fit in a tag");
+            let Some(probed) = world
+                .process_at_rank(rank)
+                .immediate_matched_probe_with_tag(tag)
+            else {
+                return true;
+            };
+            received = true;
+            let (bytes, _) = probed.matched_receive_vec::<u8>();
+            let frame: Frame = postcard::from_bytes(&bytes).unwrap_or_else(|e| {
+                panic!("a frame from rank {rank} is not one this fedsim sends ({e}): do all ranks run the same fedsim?")
+            });
+            let closed = matches!(frame, Frame::Closed);
+            // A relay takes every frame up to `Closed`, and there is room for this one.
+            let _ = inbox.frames.try_send(frame);
+            !closed
+        });
+        received
     }
 
     /// Ends [`Wire::receive`]: every link has closed at both ends.
@@ -168,7 +184,75 @@ impl Wire {
     }
 }
 
-fn channel() -> (flume::Sender<Frame>, Option<flume::Receiver<Frame>>) {
-    let (sender, receiver) = flume::unbounded();
-    (sender, Some(receiver))
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::network::{DropReason, Dropped, Message, NodeId, Update};
+
+    /// Every message the protocol has, as a frame, decodes to what was encoded.
+    #[test]
+    fn every_message_crosses_the_wire_whole() {
+        let tensors = Tensors::new().with("control", vec![0.5, -1.0]);
+        let mut failed = Dropped::new(4, DropReason::Failed);
+        failed.error = Some("out of memory".to_string());
+        let messages = [
+            Message::SetUp {
+                clients: vec![crate::network::ClientInfo {
+                    id: 3,
+                    num_samples: 600,
+                }],
+            },
+            Message::Downlink {
+                round: 2,
+                edge_round: 1,
+                clients: vec![3, 5],
+                model: Arc::from(vec![1.0f32, 2.0]),
+                extras: tensors.clone(),
+                deadline: Some(4.5),
+            },
+            Message::Uplink(Update {
+                round: 2,
+                clients: vec![3],
+                num_samples: 600,
+                train_loss: 0.25,
+                steps: 19,
+                params: vec![3.0, 4.0],
+                extras: tensors.clone(),
+            }),
+            Message::Dropped {
+                round: 2,
+                clients: vec![Dropped::new(7, DropReason::Dropout), failed],
+            },
+            Message::ClientFailed {
+                round: 2,
+                client: 4,
+                path: vec![NodeId::Scheduler(1), NodeId::Group(1)],
+                error: "panicked".to_string(),
+            },
+            Message::Exit,
+            Message::ExitAck,
+        ];
+        for message in messages {
+            let frame = Frame::Envelope {
+                envelope: Envelope {
+                    from: NodeId::Group(1),
+                    at: 1.5,
+                    message: message.clone(),
+                },
+                below: Some((Traffic::default(), Traffic::default())),
+                states: vec![(3, tensors.clone())],
+            };
+            let bytes = postcard::to_stdvec(&frame).unwrap();
+            let Frame::Envelope {
+                envelope, states, ..
+            } = postcard::from_bytes(&bytes).unwrap()
+            else {
+                panic!("an envelope decodes as an envelope");
+            };
+            assert_eq!(format!("{:?}", envelope.message), format!("{message:?}"));
+            assert_eq!(states, [(3, tensors.clone())]);
+        }
+    }
 }

@@ -140,6 +140,32 @@ pub struct Array {
     values: Values,
 }
 
+/// The deepest nesting of brackets in an `.npy` header that fedsim accepts: numpy writes a
+/// dict holding a shape tuple (2), or a structured dtype's list of field tuples (4).
+const MAX_HEADER_DEPTH: usize = 8;
+
+/// How deeply the brackets of an `.npy` file's header nest: the header is the text after the
+/// magic, version and length (10 bytes), up to its closing newline.
+fn header_depth(bytes: &[u8]) -> Option<usize> {
+    let header = bytes.get(10..)?;
+    let end = header
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or(header.len());
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for &b in &header[..end] {
+        match b {
+            b'{' | b'[' | b'(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' | b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Some(deepest)
+}
+
 /// An array's elements, as fedsim keeps them.
 #[derive(Debug)]
 enum Values {
@@ -155,6 +181,12 @@ impl Array {
             path: path.clone(),
             reason,
         };
+        if let Some(depth) = header_depth(bytes).filter(|&d| d > MAX_HEADER_DEPTH) {
+            // npyz's parser of the header's Python literal takes time exponential in its depth.
+            return Err(corrupt(format!(
+                "is not an .npy array: its header nests {depth} levels of brackets, where numpy writes at most {MAX_HEADER_DEPTH}"
+            )));
+        }
         let open =
             || NpyFile::new(bytes).map_err(|e| corrupt(format!("is not an .npy array: {e}")));
         let npy = open()?;

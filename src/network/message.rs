@@ -131,6 +131,7 @@ pub enum Message {
         /// The round.
         round: u32,
         /// Who, and why.
+        #[serde(with = "every_field")]
         clients: Vec<Dropped>,
     },
     /// A client's training failed.
@@ -202,6 +203,36 @@ impl Message {
             Message::ClientFailed { client, .. } => Some(*client),
             _ => None,
         }
+    }
+}
+
+/// `Dropped` entries with every field written, even an absent error: `Dropped` leaves that out
+/// of the records' JSON, and formats that are not self-describing (the wire between the
+/// processes of a run over MPI) cannot read a field that may be missing.
+mod every_field {
+    use super::{ClientId, DropReason, Dropped};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    type Fields = (ClientId, DropReason, Option<String>);
+
+    pub fn serialize<S: Serializer>(dropped: &[Dropped], to: S) -> Result<S::Ok, S::Error> {
+        let fields: Vec<Fields> = dropped
+            .iter()
+            .map(|d| (d.client, d.reason, d.error.clone()))
+            .collect();
+        fields.serialize(to)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Vec<Dropped>, D::Error> {
+        let fields = Vec::<Fields>::deserialize(from)?;
+        Ok(fields
+            .into_iter()
+            .map(|(client, reason, error)| Dropped {
+                client,
+                reason,
+                error,
+            })
+            .collect())
     }
 }
 
