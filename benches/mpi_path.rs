@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use fedsim::cluster::{self, Cluster};
-use fedsim::config::{PlacementConfig, SchedulerMode, TopologyConfig};
+use fedsim::config::{Placement, PlacementConfig, SchedulerMode, TopologyConfig};
 use fedsim::topology::{self, Connector, InProcess};
 use fedsim::trainer::{ClientTrainer, EchoTrainer, InjectedFaults};
 
@@ -41,6 +41,13 @@ fn cases() -> [(&'static str, TopologyConfig); 2] {
     [("flat", TopologyConfig::Flat {}), ("relay", relay)]
 }
 
+/// Where the tiers run over `ranks` processes, by the placement rule.
+fn rule(topology: &TopologyConfig, ranks: usize) -> Placement {
+    PlacementConfig::default()
+        .resolve(topology, CLIENTS, ranks)
+        .expect("the rule places every tier")
+}
+
 /// Messages and bytes the rounds moved over every link (as `metrics.jsonl` counts them), and
 /// the seconds the whole tree took.
 #[derive(Debug, Default, Clone, Copy)]
@@ -50,16 +57,12 @@ struct Measured {
     bytes: u64,
 }
 
-/// One run of the tree over `connector`, with the tiers placed for `ranks` processes; what the
+/// One run of the tree over `connector`, with the tiers placed as `placement` says; what the
 /// server's process measured (`None` elsewhere).
 fn run_tree(
-    topology: &TopologyConfig,
-    ranks: usize,
+    (topology, placement): (&TopologyConfig, &Placement),
     connector: &mut dyn Connector,
 ) -> Option<Measured> {
-    let placement = PlacementConfig::default()
-        .resolve(topology, CLIENTS, ranks)
-        .expect("the rule places every tier");
     let parts = placement.client_groups(topology, CLIENTS);
     let echo = EchoTrainer::new(vec![SAMPLES; CLIENTS], InjectedFaults::default(), 1);
     let trainer: Arc<dyn ClientTrainer> = Arc::new(echo.expect("the echo pool starts"));
@@ -110,8 +113,11 @@ fn main() {
         "{CLIENTS} echoing clients, {ROUNDS} rounds, {PARAMS} parameters; median of {REPEATS} runs"
     );
     for (name, topology) in cases() {
+        let placement = rule(&topology, 1);
         let runs = (0..REPEATS)
-            .map(|_| run_tree(&topology, 1, &mut InProcess).expect("one process runs all"))
+            .map(|_| {
+                run_tree((&topology, &placement), &mut InProcess).expect("one process runs all")
+            })
             .collect();
         print(name, "in-process", median(runs));
     }
@@ -131,12 +137,10 @@ fn over_mpi() {
     for (name, topology) in cases() {
         let mut runs = Vec::new();
         let mut real = (0, 0);
+        let placement = rule(&topology, cluster.size());
         for _ in 0..REPEATS {
-            let placement = PlacementConfig::default()
-                .resolve(&topology, CLIENTS, cluster.size())
-                .expect("the rule places every tier");
-            let mut connector = cluster.connector(placement);
-            let measured = run_tree(&topology, cluster.size(), &mut connector);
+            let mut connector = cluster.connector(placement.clone());
+            let measured = run_tree((&topology, &placement), &mut connector);
             let record = cluster.finish(connector);
             if let (Some(measured), Some(record)) = (measured, record) {
                 runs.push(measured);
