@@ -3,7 +3,7 @@
 //! These are the only functions that run burn's autodiff and optimisers. They take a model and
 //! data indices and give back a model and numbers; threads, messages and seeds are the caller's.
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
@@ -23,10 +23,8 @@ use crate::strategy::Objective;
 /// Local training that cannot go on.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TrainError {
-    /// The loss became NaN or infinite; the learning rate is usually too high.
-    #[error(
-        "training diverged: loss is {loss} at epoch {epoch}, step {step} (try a lower client.lr)"
-    )]
+    /// The loss became NaN or infinite; the steps are usually too long.
+    #[error("training diverged: loss is {loss} at epoch {epoch}, step {step} ({hint})")]
     Diverged {
         /// The non-finite loss.
         loss: f64,
@@ -34,6 +32,8 @@ pub enum TrainError {
         epoch: u32,
         /// Step within the epoch, from 1.
         step: usize,
+        /// What to change, from the local settings.
+        hint: String,
     },
     /// A failure injected by the experiment's `faults`.
     #[error("injected failure")]
@@ -66,10 +66,10 @@ pub struct LocalData<'a> {
 }
 
 /// Trains `net` with `budget` SGD steps on `local` data, reshuffled each epoch from `rng`
-/// (the last epoch may stop part-way), adding
-/// `objective`'s terms (towards `anchor`, the model the client was sent) to each gradient.
-/// `device` must be the autodiff device the model lives on. Gives up between two steps once
-/// `stop` is requested.
+/// (the last epoch may stop part-way), adding `objective`'s terms (towards `anchor`, the model
+/// the client was sent) to each gradient and taking its correction step after each optimiser
+/// step. `device` must be the autodiff device the model lives on. Gives up between two steps
+/// once `stop` is requested.
 #[allow(clippy::too_many_arguments)]
 pub fn local_train(
     net: Net,
@@ -82,7 +82,7 @@ pub fn local_train(
 ) -> Result<LocalResult, TrainError> {
     let mut optimizer = sgd(config).init();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
-    let correction = GradientCorrection::new(objective, anchor, &net, device);
+    let terms = ObjectiveTerms::new(objective, anchor, &net, config.momentum, device);
     let mut order = local.indices.to_vec();
     let (mut net, mut loss_sum, mut seen, mut steps) = (net, 0.0, 0usize, 0u32);
     let mut epoch = 0;
@@ -104,15 +104,19 @@ pub fn local_train(
                     loss: loss_value,
                     epoch,
                     step: step + 1,
+                    hint: divergence_hint(config),
                 });
             }
             loss_sum += loss_value * chunk.len() as f64;
             seen += chunk.len();
             let mut grads = GradientsParams::from_grads(loss.backward(), &net);
-            if let Some(correction) = &correction {
-                correction.apply(&net, &mut grads);
+            if let Some(gradient) = &terms.gradient {
+                gradient.apply(&net, &mut grads);
             }
             net = optimizer.step(config.lr, net, grads);
+            if let Some(correction) = &terms.correction {
+                net = correction.step(net, config.lr);
+            }
             steps += 1;
         }
     }
@@ -123,19 +127,55 @@ pub fn local_train(
     })
 }
 
-/// An [`Objective`]'s terms as tensors, one per model parameter: each step adds
-/// `mu * (w - anchor) + linear` to the gradient of each parameter `w`.
-struct GradientCorrection {
-    proximal: Option<(f32, Vec<Tensor<1>>)>,
-    linear: Option<Vec<Tensor<1>>>,
+/// What to change when local training with `config` diverges. Without momentum the steps of
+/// `client.lr` are too long. With momentum β each step, once the buffer has filled, is
+/// `lr / (1 - β)` long (ten times `lr` at 0.9), and so is every term the algorithm adds to the
+/// gradient: a rate that trains without momentum can diverge with it.
+fn divergence_hint(config: &ClientConfig) -> String {
+    let beta = config.momentum;
+    if beta == 0.0 {
+        return "try a lower client.lr".to_string();
+    }
+    let factor = 1.0 / (1.0 - beta);
+    format!(
+        "client.momentum {beta} makes each step about {} times client.lr, {} in effect: try a \
+         lower client.lr or client.momentum",
+        significant(factor),
+        significant(config.lr * factor)
+    )
 }
 
-impl GradientCorrection {
-    /// The correction for `objective`, or `None` if it adds nothing to the loss's gradient.
-    fn new(objective: &Objective, anchor: &[f32], net: &Net, device: &Device) -> Option<Self> {
-        if objective.proximal.is_none() && objective.linear.is_none() {
-            return None;
-        }
+/// `value` to three significant digits, without trailing zeros: `10`, `0.5`, `0.00333`.
+fn significant(value: f64) -> String {
+    let decimals = (2 - value.abs().log10().floor() as i32).max(0) as usize;
+    let text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// An [`Objective`] as tensors on the device, one per model parameter.
+struct ObjectiveTerms {
+    /// What each step adds to the gradients, if anything.
+    gradient: Option<GradientCorrection>,
+    /// The step of its own after each optimiser step, if any.
+    correction: Option<CorrectionStep>,
+}
+
+impl ObjectiveTerms {
+    /// The terms of `objective` for clients whose optimiser has momentum `momentum`. Without
+    /// momentum, a correction step and the same vector added to the gradient are one step
+    /// (plain SGD is linear in the gradient), so the correction joins the gradient's terms:
+    /// one pass over the model less per step.
+    fn new(
+        objective: &Objective,
+        anchor: &[f32],
+        net: &Net,
+        momentum: f64,
+        device: &Device,
+    ) -> Self {
         let inner = device.clone().inner();
         let sizes = param_sizes(net);
         let split = |values: &[f32]| -> Vec<Tensor<1>> {
@@ -149,12 +189,35 @@ impl GradientCorrection {
                 })
                 .collect()
         };
-        Some(Self {
-            proximal: objective.proximal.map(|mu| (mu, split(anchor))),
-            linear: objective.linear.as_deref().map(split),
-        })
+        let (linear, correction) = match (&objective.linear, &objective.correction) {
+            (linear, Some(correction)) if momentum == 0.0 => {
+                let joined = match linear {
+                    Some(linear) => linear.iter().zip(correction).map(|(a, b)| a + b).collect(),
+                    None => correction.clone(),
+                };
+                (Some(joined), None)
+            }
+            (linear, correction) => (linear.clone(), correction.clone()),
+        };
+        let gradient =
+            (objective.proximal.is_some() || linear.is_some()).then(|| GradientCorrection {
+                proximal: objective.proximal.map(|mu| (mu, split(anchor))),
+                linear: linear.as_deref().map(split),
+            });
+        Self {
+            gradient,
+            correction: correction.as_deref().map(|c| CorrectionStep(split(c))),
+        }
     }
+}
 
+/// Terms added to each step's gradient: `mu * (w - anchor) + linear` for each parameter `w`.
+struct GradientCorrection {
+    proximal: Option<(f32, Vec<Tensor<1>>)>,
+    linear: Option<Vec<Tensor<1>>>,
+}
+
+impl GradientCorrection {
     /// Adds the terms to the gradients of `net`'s parameters.
     fn apply(&self, net: &Net, grads: &mut GradientsParams) {
         net.visit(&mut Corrector {
@@ -188,6 +251,41 @@ impl ModuleVisitor for Corrector<'_> {
             grad = grad + linear[index].clone().reshape(dims);
         }
         self.grads.register(param.id, grad);
+    }
+}
+
+/// A vector `v` applied after each optimiser step as `w ← w - lr * v`, outside momentum.
+struct CorrectionStep(Vec<Tensor<1>>);
+
+impl CorrectionStep {
+    /// `net` moved by one step of `lr` against the correction; its parameters stay leaves of
+    /// the autodiff graph, as an optimiser step leaves them.
+    fn step(&self, net: Net, lr: f64) -> Net {
+        net.map(&mut Stepper {
+            correction: &self.0,
+            lr,
+            index: 0,
+        })
+    }
+}
+
+/// Maps the parameters in flat-vector order, stepping each against its correction.
+struct Stepper<'a> {
+    correction: &'a [Tensor<1>],
+    lr: f64,
+    index: usize,
+}
+
+impl ModuleMapper for Stepper<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let correction = self.correction[self.index].clone();
+        self.index += 1;
+        param.map(|w| {
+            let require_grad = w.is_require_grad();
+            let dims = w.dims();
+            let stepped = w.inner() - correction.reshape(dims).mul_scalar(self.lr);
+            Tensor::from_inner(stepped).set_require_grad(require_grad)
+        })
     }
 }
 
@@ -420,6 +518,21 @@ fn batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_divergence_names_momentum_when_it_lengthens_the_steps() {
+        let config = |lr, momentum| ClientConfig {
+            lr,
+            momentum,
+            ..serde_json::from_str(r#"{"lr": 1}"#).unwrap()
+        };
+        assert_eq!(divergence_hint(&config(0.05, 0.0)), "try a lower client.lr");
+        assert_eq!(
+            divergence_hint(&config(0.05, 0.9)),
+            "client.momentum 0.9 makes each step about 10 times client.lr, 0.5 in effect: try a lower client.lr or client.momentum"
+        );
+        assert_eq!(significant(1.0 / 3.0 / 100.0), "0.00333");
+    }
     use crate::backend::BackendKind;
     use crate::data::DataShape;
     use crate::model::flat::{Layout, initial_params};

@@ -165,3 +165,36 @@ fn sampled_clients(round: u32) -> Vec<u64> {
         .map(|c| c.as_u64().unwrap())
         .collect()
 }
+
+#[test]
+fn a_diverging_client_is_told_what_lengthened_its_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment("mnist-t1");
+    let diverge = |momentum: &str| {
+        let out = dir.path().join(format!("momentum-{momentum}"));
+        let momentum = format!("client.momentum={momentum}");
+        let args = [
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--set",
+            "client.lr=100",
+            "--set",
+            &momentum,
+        ];
+        let stderr = common::fails_with(&args, 1);
+        assert!(stderr.contains("training diverged: loss is"), "{stderr}");
+        stderr
+    };
+    let plain = diverge("0");
+    assert!(plain.contains("(try a lower client.lr)"), "{plain}");
+    let heavy = diverge("0.9");
+    assert!(
+        heavy.contains(
+            "(client.momentum 0.9 makes each step about 10 times client.lr, 1000 in effect: try a lower client.lr or client.momentum)"
+        ),
+        "{heavy}"
+    );
+}

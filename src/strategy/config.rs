@@ -238,7 +238,7 @@ impl StrategyConfig {
             Self::Scaffold(p) => Box::new(Scaffold::new(p, num_params)),
             Self::FedNova(_) => Box::new(FedNova::new(client.momentum)),
             Self::FedDyn(p) => Box::new(FedDyn::new(p, num_params)),
-            Self::QFfl(p) => Box::new(QFedAvg::new(p, client.lr)),
+            Self::QFfl(p) => Box::new(QFedAvg::new(p, client.lr, client.momentum)),
             Self::Median(_) => Box::new(Median),
             Self::TrimmedMean(p) => Box::new(TrimmedMean::new(p)),
             Self::Krum(p) => Box::new(Krum::new(p)),

@@ -12,6 +12,14 @@
 //! ```
 //!
 //! The client's gradient memory starts at zero. Clients count equally, as in the paper.
+//!
+//! **Momentum and weight decay.** Both terms belong to the local objective, so their gradients
+//! join the loss's before the optimiser step and pass through `client.momentum`'s buffer as
+//! the loss's does (the paper's code and FL-bench's add them to the loss, and step with the
+//! experiment's optimiser). The gradient memory is
+//! updated from the model's change alone, `α (θ_k - θ)`, which is the first-order condition of
+//! the local problem whatever optimiser reached it, so momentum does not bias it as it would
+//! an estimate divided by the learning rate. Weight decay is part of `L_k`.
 
 use serde::{Deserialize, Serialize};
 
@@ -110,6 +118,7 @@ impl ClientAlgorithm for FedDynClient {
         Objective {
             proximal: Some(self.alpha),
             linear: state.map(|s| s.expect(GRADIENT).iter().map(|g| -g).collect()),
+            correction: None,
         }
     }
 

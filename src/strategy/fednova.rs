@@ -11,6 +11,11 @@
 //! `τ_k` steps, and with local momentum `ρ` (section 4 of the paper)
 //! `a_k = (τ_k - ρ (1 - ρ^τ_k) / (1 - ρ)) / (1 - ρ)`.
 //!
+//! **Momentum and weight decay.** FedNova adds nothing to local training; the server accounts
+//! for `client.momentum` in `a_k` as the paper's section 4 does (and NIID-Bench's FedNova with
+//! its `rho`), for a momentum buffer that starts empty each round, as fedsim's does. Weight
+//! decay is part of the local loss's gradient and leaves `a_k` as it is.
+//!
 //! The step is computed as the combination `Σ_k p_k s_k y_k + (Σ_k p_k (1 - s_k)) x` with
 //! `s_k = τ_eff / a_k`: when every client did the same work, `s_k = 1` exactly and the result
 //! is FedAvg's to the bit.

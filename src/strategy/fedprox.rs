@@ -7,6 +7,13 @@
 //!
 //! The server averages as FedAvg does. With `μ = 0` the term adds nothing, and FedProx is
 //! FedAvg to the bit (the correction is still computed, so a test of it checks the hook).
+//!
+//! **Momentum and weight decay.** The proximal term is a term of the local objective, so its
+//! gradient joins the loss's before the optimiser step and passes through `client.momentum`'s
+//! buffer and beside `client.weight_decay` as the loss's does: NIID-Bench's
+//! `train_net_fedprox` and Flower's FedProx baseline add it to the loss and step with momentum
+//! SGD likewise. The term pulls towards `x`, so momentum speeds that pull up as it speeds up
+//! the loss's descent, and nothing accumulates between rounds.
 
 use serde::{Deserialize, Serialize};
 
@@ -49,7 +56,7 @@ impl ClientAlgorithm for ProximalClient {
     fn objective(&self, _view: &ClientView<'_>, _state: Option<&Tensors>) -> Objective {
         Objective {
             proximal: Some(self.mu),
-            linear: None,
+            ..Objective::default()
         }
     }
 }

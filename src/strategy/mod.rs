@@ -203,15 +203,22 @@ pub struct ClientView<'a> {
     pub lr: f64,
 }
 
-/// What local training optimises besides the cross-entropy loss, as terms added to each
-/// step's gradient `g`: `g + mu * (w - global) + linear`.
+/// What local training optimises besides the cross-entropy loss.
+///
+/// `proximal` and `linear` are terms of the local objective: each step adds
+/// `mu * (w - global) + linear` to the loss's gradient `g` before the optimiser sees it, so they
+/// pass through weight decay's sum and the momentum buffer as the loss's own gradient does.
+/// `correction` is not a term of the objective but a step of its own, `w ← w - lr * correction`
+/// after each optimiser step, which momentum never amplifies.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Objective {
     /// `mu` of a proximal term `mu/2 * |w - global|²` (FedProx, FedDyn), if any.
     pub proximal: Option<f32>,
-    /// A fixed vector added to every gradient (SCAFFOLD's correction `c - c_i`, FedDyn's
-    /// linear term), if any.
+    /// The gradient of a linear term `<linear, w>` (FedDyn's), if any.
     pub linear: Option<Vec<f32>>,
+    /// A vector applied at the learning rate after each optimiser step, outside momentum
+    /// (SCAFFOLD's `c - c_i`), if any.
+    pub correction: Option<Vec<f32>>,
 }
 
 /// What local training produced, for the client half to finish with.

@@ -12,12 +12,22 @@
 //! ```
 //!
 //! `L` is the Lipschitz estimate; the paper uses `1 / η` (the local learning rate), the
-//! default here. The paper samples clients in proportion to their sample counts and then
+//! default here for plain SGD. The paper samples clients in proportion to their sample counts and then
 //! counts them equally; fedsim's server samples uniformly (every strategy sees the same
 //! clients), so here `q = 0` is the plain mean of the client models, which is FedAvg only when
 //! clients hold equal numbers of samples. The update is computed as the combination
 //! `Σ_k (L F_k^q / H) w̄_k + (Σ_k q F_k^(q-1) |Δw_k|² / H) w` with `H = Σ_k h_k`, so with
 //! `q = 0` the second weight is exactly zero and the result is the plain mean of the models.
+//!
+//! **Momentum and weight decay.** q-FFL adds nothing to local training, so no term of its
+//! passes through the momentum buffer. What momentum changes is the meaning of `L`: `L (w -
+//! w̄_k)` stands for the client's gradient because a step of plain SGD moves the model by `η`
+//! times it. With `client.momentum` β the steps are `1 / (1 - β)` times longer once the buffer
+//! has filled, so the default is `L = (1 - β) / η`, the paper's `1 / η` at SGD's effective step
+//! size. Keeping `1 / η` with β = 0.9 would read every gradient ten times too large and inflate
+//! the curvature part of `h_k` a hundredfold, shrinking the server's steps. A `lipschitz` given
+//! in the file is used as it is. Weight decay is part of the local loss; `F_k` is the loss
+//! alone, as clients report it.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +45,7 @@ pub const LOSS_AT_GLOBAL: &str = "loss_at_global";
 pub struct Params {
     /// Fairness `q` (0 gives the plain mean of the models).
     pub q: f64,
-    /// Lipschitz estimate `L`; `null` (the default) uses `1 / client.lr`.
+    /// Lipschitz estimate `L`; `null` (the default) uses `(1 - client.momentum) / client.lr`.
     pub lipschitz: Option<f64>,
 }
 
@@ -56,7 +66,7 @@ pub const DOCS: &[(&str, &str)] = &[
     ),
     (
         "lipschitz",
-        "Lipschitz estimate L (> 0); null uses 1 / client.lr, as the paper",
+        "Lipschitz estimate L (> 0); null uses (1 - client.momentum) / client.lr, the paper's 1 / client.lr at momentum SGD's effective step",
     ),
 ];
 
@@ -79,11 +89,14 @@ pub struct QFedAvg {
 }
 
 impl QFedAvg {
-    /// A server for clients whose local learning rate is `client_lr`.
-    pub fn new(params: Params, client_lr: f64) -> Self {
+    /// A server for clients whose local SGD has learning rate `client_lr` and momentum
+    /// `client_momentum`.
+    pub fn new(params: Params, client_lr: f64, client_momentum: f64) -> Self {
         Self {
             q: params.q,
-            lipschitz: params.lipschitz.unwrap_or(1.0 / client_lr),
+            lipschitz: params
+                .lipschitz
+                .unwrap_or((1.0 - client_momentum) / client_lr),
         }
     }
 }
@@ -163,7 +176,8 @@ mod tests {
             q: 0.0,
             lipschitz: None,
         };
-        let next = QFedAvg::new(params, 0.05).aggregate_updates(&round(), &[0.5, 0.5], &updates);
+        let next =
+            QFedAvg::new(params, 0.05, 0.0).aggregate_updates(&round(), &[0.5, 0.5], &updates);
         assert_eq!(next.model, mean_params(&updates, Weight::Clients));
     }
 
@@ -179,8 +193,16 @@ mod tests {
             q: 1.0,
             lipschitz: Some(1.0),
         };
-        let next = QFedAvg::new(params, 0.1).aggregate_updates(&round(), &[0.0], &updates);
+        let next = QFedAvg::new(params, 0.1, 0.9).aggregate_updates(&round(), &[0.0], &updates);
         assert!((next.model[0] - 7.0 / 9.0).abs() < 1e-6);
         assert_eq!(next.metrics["h_sum"], 9.0);
+    }
+
+    #[test]
+    fn the_default_lipschitz_estimate_is_the_inverse_effective_step() {
+        let default = Params::default();
+        assert_eq!(QFedAvg::new(default, 0.05, 0.0).lipschitz, 1.0 / 0.05);
+        // Momentum 0.9 takes steps ten times η: L = 0.1 / 0.01 = 10, not 100.
+        assert!((QFedAvg::new(default, 0.01, 0.9).lipschitz - 10.0).abs() < 1e-9);
     }
 }

@@ -16,6 +16,21 @@
 //! weighs clients equally; they coincide on balanced clients), computed as
 //! `η_g ȳ + (1 - η_g) x` so that with `η_g = 1` the model step is FedAvg's to the bit. In the
 //! first round every control variate is zero, so that round is FedAvg's too.
+//!
+//! **Momentum and weight decay.** The paper's local steps are plain SGD. With `client.momentum`
+//! β, fedsim follows NIID-Bench's `train_net_scaffold` (Li et al. 2022, "Federated Learning on
+//! Non-IID Data Silos"): the optimiser (momentum and weight decay included) steps on the loss's
+//! gradient alone, and the correction is a step of its own after each optimiser step,
+//! `y ← y - η_l (c - c_i)`, outside the momentum buffer; option II stays as written. The two
+//! then agree: momentum makes the loss's steps about `1 / (1 - β)` times longer, option II's
+//! `(x - y) / (K η_l)` measures the client's gradient that many times too, so `c_i` and `c` come
+//! out `1 / (1 - β)` times the gradients, and the correction keeps its proportion to the
+//! gradient steps it corrects. Passing the correction through the momentum buffer instead (as
+//! adding it to the gradient would) lengthens it a second time: the estimate then grows by
+//! about `β / (1 - β)` times the previous correction every round (nine times with β = 0.9),
+//! and training diverges within a few rounds. Weight decay is part of the local loss, so `c_i`
+//! estimates the gradient of the regularised loss. Without momentum the separate step and a
+//! term of the gradient are the same step, and local training takes the latter.
 
 use serde::{Deserialize, Serialize};
 
@@ -115,13 +130,13 @@ pub struct ScaffoldClient;
 impl ClientAlgorithm for ScaffoldClient {
     fn objective(&self, view: &ClientView<'_>, state: Option<&Tensors>) -> Objective {
         let c = view.downlink.expect(CONTROL);
-        let linear = match state.map(|s| s.expect(CONTROL)) {
+        let correction = match state.map(|s| s.expect(CONTROL)) {
             Some(ci) => c.iter().zip(ci).map(|(c, ci)| c - ci).collect(),
             None => c.to_vec(),
         };
         Objective {
-            proximal: None,
-            linear: Some(linear),
+            correction: Some(correction),
+            ..Objective::default()
         }
     }
 
@@ -169,7 +184,7 @@ mod tests {
         };
         let mut state = Some(Tensors::new().with(CONTROL, vec![0.25]));
         let objective = ScaffoldClient.objective(&view, state.as_ref());
-        assert_eq!(objective.linear, Some(vec![0.25]));
+        assert_eq!(objective.correction, Some(vec![0.25]));
         let trained = Trained {
             params: &[0.5],
             steps: 2,
