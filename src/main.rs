@@ -170,10 +170,11 @@ fn sweep(args: &SweepArgs, stop: &StopSignal) -> Result<(), Failure> {
         );
         return Err((Error::Stopped { round: 0 }, None));
     }
-    if let Some((name, error)) = outcome.failed.into_iter().next() {
-        return Err((error, Some(dir.join(name))));
-    }
+    let first_failure = outcome.failed.into_iter().next();
     if args.shard.is_some() {
+        if let Some((name, error)) = first_failure {
+            return Err((error, Some(dir.join(name))));
+        }
         // The other slices may still be running: the report waits for all of them.
         let target = sweep
             .target_accuracy
@@ -189,7 +190,17 @@ fn sweep(args: &SweepArgs, stop: &StopSignal) -> Result<(), Failure> {
         target: sweep.target_accuracy,
     };
     let in_sweep_order: Vec<PathBuf> = sweep.runs.iter().map(|run| dir.join(&run.name)).collect();
-    write_report(&in_sweep_order, &dir, options)
+    let report = write_report(&in_sweep_order, &dir, options);
+    // A report of the finished runs is written even when some failed; the sweep still fails.
+    match (first_failure, report) {
+        (None, report) => report,
+        (Some((name, error)), report) => {
+            if let Err((report_error, _)) = report {
+                eprintln!("no report: {report_error}");
+            }
+            Err((error, Some(dir.join(name))))
+        }
+    }
 }
 
 /// Writes the report of the runs in `dirs` to `out`, and says where it is.
@@ -198,6 +209,9 @@ fn write_report(dirs: &[PathBuf], out: &Path, options: ReportOptions) -> Result<
         fedsim::compare::write_report(dirs, out, options).map_err(|e| (e.into(), None))?;
     for line in &written.left_out {
         say(format_args!("left out: {line}"));
+    }
+    for run in &written.failed {
+        say(format_args!("failed: {run}"));
     }
     say(format_args!(
         "report of {} runs in {} configurations: {}",

@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::{ConfigError, ExperimentConfig, Override};
-use crate::report::run_folder::{CHECKPOINT, Saved};
+use crate::report::run_folder::{CHECKPOINT, Failure, Saved};
 use crate::report::{Progress, RunFolder, say};
 use crate::stop::StopSignal;
 use crate::{Error, Experiment, Resumable};
@@ -281,7 +281,9 @@ impl Sweep {
 
     /// Plays every run that `dir` does not hold finished, `jobs` at a time, each with an equal
     /// share of the machine's cores as its workers; shows progress on stdout (one line per run
-    /// if `plain`), and stops starting runs once `stop` is requested.
+    /// if `plain`), and stops starting runs once `stop` is requested. A run that fails leaves
+    /// its error in its folder ([`Failure`]), where the sweep's report finds it; the others go
+    /// on.
     pub fn run(
         &self,
         dir: &Path,
@@ -317,7 +319,10 @@ impl Sweep {
                         else {
                             return;
                         };
-                        let result = play(&dir.join(&run.name), run, state, workers, stop);
+                        let folder = dir.join(&run.name);
+                        let result = Failure::clear(&folder)
+                            .map_err(Error::from)
+                            .and_then(|()| play(&folder, run, state, workers, stop));
                         let mut outcome = outcome.lock().expect("no panics hold it");
                         let line = match result {
                             Ok(accuracy) => {
@@ -329,7 +334,18 @@ impl Sweep {
                                 format!("{}: stopped", run.name)
                             }
                             Err(error) => {
-                                let line = format!("{}: failed: {error}", run.name);
+                                let failure = Failure {
+                                    error: error.to_string(),
+                                };
+                                let unrecorded = failure
+                                    .record(&folder)
+                                    .err()
+                                    .map(|e| format!(" (the failure could not be recorded: {e})"));
+                                let line = format!(
+                                    "{}: failed: {error}{}",
+                                    run.name,
+                                    unrecorded.unwrap_or_default()
+                                );
                                 outcome.failed.push((run.name.clone(), error));
                                 line
                             }
@@ -396,15 +412,17 @@ fn run_state(folder: &Path, config: &ExperimentConfig) -> Result<FolderState, Er
     })
 }
 
-/// Removes `folder`, left by a run killed before its first checkpoint (it played no round),
-/// so that the run starts again. A folder holding anything else is not the sweep's to remove.
+/// Removes `folder`, left by a run killed or failed before its first checkpoint (it played no
+/// round), so that the run starts again. A folder holding anything else is not the sweep's to
+/// remove.
 fn clear_unstarted(folder: &Path) -> Result<(), Error> {
-    const STARTING: [&str; 5] = [
+    const STARTING: [&str; 6] = [
         "metrics.jsonl",
         "config.json",
         "partition.json",
         "manifest.json",
         "attackers.json",
+        Failure::FILE,
     ];
     let io = |source| crate::report::run_folder::WriteError {
         path: folder.to_path_buf(),
@@ -415,7 +433,11 @@ fn clear_unstarted(folder: &Path) -> Result<(), Error> {
         .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect::<Result<_, _>>()
         .map_err(io)?;
-    let unplayed = fs::metadata(folder.join("metrics.jsonl")).is_ok_and(|m| m.len() == 0);
+    let unplayed = match fs::metadata(folder.join("metrics.jsonl")) {
+        Ok(metrics) => metrics.len() == 0,
+        // A run that failed before its folder was written keeps only its failure.
+        Err(_) => entries == [Failure::FILE],
+    };
     if unplayed && entries.iter().all(|name| STARTING.contains(&name.as_str())) {
         fs::remove_dir_all(folder).map_err(io)?;
         Ok(())

@@ -283,3 +283,69 @@ fn a_sweep_whose_runs_changed_or_are_invalid_is_refused_before_anything_runs() {
             .exists()
     );
 }
+
+#[test]
+fn a_sweep_with_failed_runs_reports_the_finished_ones_lists_the_failed_and_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every client fails in round 2 of the median runs: they stop there, the FedAvg runs finish.
+    let faults: Vec<String> = (0..100)
+        .map(|client| format!(r#"{{"round": 2, "client": {client}, "kind": "error"}}"#))
+        .collect();
+    let failing = format!(
+        r#"{{"strategy": {{"name": "median"}}, "faults": [{}]}}"#,
+        faults.join(", ")
+    );
+    let file = write_sweep(dir.path(), 3, &failing);
+    let out = dir.path().join("out");
+    let played = sweep(&file, &out, &["--jobs", "2"]);
+    let stdout = String::from_utf8_lossy(&played.stdout);
+    let stderr = String::from_utf8_lossy(&played.stderr);
+    assert_eq!(played.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stdout.contains("2 runs played, 0 finished before, 2 failed"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("injected failure"), "{stderr}");
+    // The report holds the finished configuration only, and names each failed run with its
+    // error and how far it got.
+    let table = fs::read_to_string(out.join("summary.csv")).unwrap();
+    let labels: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(labels, ["mnist-t1"], "{table}");
+    let summary = fs::read_to_string(out.join("summary.md")).unwrap();
+    let html = fs::read_to_string(out.join("report.html")).unwrap();
+    for name in ["median_rounds-3_seed-1", "median_rounds-3_seed-2"] {
+        let start = format!("{}: client ", out.join(name).display());
+        let end = "failed in round 2 (client group 0): injected failure (after 1 of 3 rounds)";
+        let listed = |text: &str, (before, after): (&str, &str)| {
+            text.lines().any(|line| {
+                line.strip_prefix(before)
+                    .and_then(|rest| rest.strip_suffix(after))
+                    .is_some_and(|item| item.starts_with(&start) && item.ends_with(end))
+            })
+        };
+        assert!(listed(&summary, ("- ", "")), "{summary}");
+        assert!(listed(&html, ("<li>", "</li>")), "{html}");
+        assert!(out.join(name).join("failure.json").is_file());
+    }
+    assert!(summary.contains("## Failed runs"), "{summary}");
+    assert!(html.contains("2 runs failed"), "{html}");
+    // A rerun plays the failed runs again (they resume and fail alike) and reports the same.
+    let again = sweep(&file, &out, &[]);
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("0 runs played, 2 finished before, 2 failed"),
+        "{stdout}"
+    );
+    assert_eq!(fs::read_to_string(out.join("summary.md")).unwrap(), summary);
+    // `fedsim report` of the folder finds the failures as the sweep did.
+    let report = fedsim(&["report", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&report.stdout);
+    assert!(report.status.success(), "{report:?}");
+    assert_eq!(stdout.matches("failed: ").count(), 2, "{stdout}");
+}

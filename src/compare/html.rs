@@ -11,16 +11,61 @@ pub struct Figure<'a> {
     pub svg: &'a str,
 }
 
-/// The page: a title, lines about the inputs, the table and the figures.
-pub fn page(title: &str, about: &[String], table: &TextTable, figures: &[Figure<'_>]) -> String {
-    let mut html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        escape(title),
-        escape(title)
-    );
-    for line in about {
-        html += &format!("<p>{}</p>\n", escape(line));
+/// What the failed runs' section says before listing them.
+pub const FAILED_NOTE: &str = "These runs ended with an error and are not in the table or the \
+     charts; each folder keeps its error in failure.json and its finished rounds in \
+     metrics.jsonl.";
+
+/// A report page's parts.
+pub struct Page<'a> {
+    /// Its title.
+    pub title: &'a str,
+    /// Lines about the inputs.
+    pub about: &'a [String],
+    /// The configurations' table.
+    pub table: &'a TextTable,
+    /// The runs that failed, one line each with its error.
+    pub failed: &'a [String],
+    /// The charts.
+    pub figures: &'a [Figure<'a>],
+}
+
+impl Page<'_> {
+    /// The page: the title, the lines about the inputs, the table, the failed runs (if any)
+    /// and the figures.
+    pub fn render(&self) -> String {
+        let title = escape(self.title);
+        let mut html = format!(
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n"
+        );
+        for line in self.about {
+            html += &format!("<p>{}</p>\n", escape(line));
+        }
+        html += &table(self.table);
+        if !self.failed.is_empty() {
+            html += &format!(
+                "<h2>Failed runs</h2>\n<p class=\"note\">{}</p>\n<ul class=\"failed\">\n",
+                escape(FAILED_NOTE)
+            );
+            for line in self.failed {
+                html += &format!("<li>{}</li>\n", escape(line));
+            }
+            html += "</ul>\n";
+        }
+        for figure in self.figures {
+            html += &format!(
+                "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
+                figure.svg.trim(),
+                escape(figure.caption)
+            );
+        }
+        html + "</body>\n</html>\n"
     }
+}
+
+/// The table and its note, as HTML.
+fn table(table: &TextTable) -> String {
+    let mut html = String::new();
     html += "<table>\n<thead><tr>";
     for name in &table.header {
         html += &format!("<th>{}</th>", escape(name));
@@ -33,18 +78,10 @@ pub fn page(title: &str, about: &[String], table: &TextTable, figures: &[Figure<
         }
         html += "</tr>\n";
     }
-    html += &format!(
+    html + &format!(
         "</tbody>\n</table>\n<p class=\"note\">{}</p>\n",
         escape(&table.note)
-    );
-    for figure in figures {
-        html += &format!(
-            "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
-            figure.svg.trim(),
-            escape(figure.caption)
-        );
-    }
-    html + "</body>\n</html>\n"
+    )
 }
 
 /// Readable on screen and in print; charts shrink to the window.
@@ -52,6 +89,7 @@ const STYLE: &str = "body{font-family:sans-serif;max-width:1000px;margin:2em aut
 table{border-collapse:collapse;font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}\
 th{background:#f3f3f3}td:not(:first-child){font-variant-numeric:tabular-nums}\
 .note,figcaption{font-size:13px;color:#555}figure{margin:2em 0}\
+.failed li{color:#a00;margin:.3em 0}\
 svg{max-width:100%;height:auto}";
 
 /// `text` with HTML's special characters escaped.
@@ -74,15 +112,26 @@ mod tests {
             note: "n".into(),
         };
         let svg = "<svg width=\"1\" height=\"1\"></svg>";
-        let html = page(
-            "t",
-            &["x & y".into()],
-            &table,
-            &[Figure { caption: "c", svg }],
-        );
+        let page = Page {
+            title: "t",
+            about: &["x & y".into()],
+            table: &table,
+            failed: &[],
+            figures: &[Figure { caption: "c", svg }],
+        };
+        let html = page.render();
         assert!(html.contains("<td>a&lt;b</td>"));
         assert!(html.contains("<p>x &amp; y</p>"));
         assert!(html.contains(svg));
+        assert!(!html.contains("Failed runs"));
+        let failed = ["runs/s/a: training diverged <here>".to_string()];
+        let html = Page {
+            failed: &failed,
+            ..page
+        }
+        .render();
+        assert!(html.contains("<h2>Failed runs</h2>"));
+        assert!(html.contains("<li>runs/s/a: training diverged &lt;here&gt;</li>"));
         assert!(
             !html.contains("src=") && !html.contains("href="),
             "nothing outside the file"

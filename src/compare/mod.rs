@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::Experiment;
-use crate::config::ExperimentConfig;
+use crate::config::{ExperimentConfig, PartitionConfig};
 use crate::report::RoundRecord;
 use crate::report::run_folder::{WriteError, write_atomically};
 use plots::{Axes, Curve, DrawError};
@@ -30,12 +30,15 @@ use table::{Row, TextTable};
 pub enum ReportError {
     /// No finished run in the folders given.
     #[error(
-        "no finished run (a folder with config.json and a metrics.jsonl of every round) in {}",
-        inputs.join(", ")
+        "no finished run (a folder with config.json and a metrics.jsonl of every round) in {}{}",
+        inputs.join(", "),
+        failed.iter().map(|line| format!("\n  failed: {line}")).collect::<String>()
     )]
     NoRuns {
         /// The folders given.
         inputs: Vec<String>,
+        /// The runs among them that failed, with their errors.
+        failed: Vec<String>,
     },
     /// A file cannot be read.
     #[error("cannot read {}: {source}", path.display())]
@@ -104,18 +107,25 @@ pub struct Written {
     pub files: Vec<PathBuf>,
     /// Runs or charts left out, and why.
     pub left_out: Vec<String>,
+    /// The runs that failed, with their errors.
+    pub failed: Vec<runs::FailedRun>,
 }
 
 /// Reads the finished runs in `inputs` (run folders, or folders of them) and writes the
-/// report to `out`.
+/// report to `out`: their table and charts, and the runs that failed with their errors.
 pub fn write_report(
     inputs: &[PathBuf],
     out: &Path,
     options: ReportOptions,
 ) -> Result<Written, ReportError> {
-    let (found, mut left_out) = runs::find(inputs)?;
+    let runs::Found {
+        runs: found,
+        unfinished: mut left_out,
+        failed,
+    } = runs::find(inputs)?;
     let run_count = found.len();
     let configurations = runs::group(found);
+    let failures: Vec<String> = failed.iter().map(ToString::to_string).collect();
     let rows: Vec<Row> = configurations
         .iter()
         .map(|c| Row::of(c, options.target))
@@ -128,7 +138,10 @@ pub fn write_report(
 
     let mut report = ReportFolder::create(out)?;
     report.write("summary.csv", &table::csv(&rows))?;
-    report.write("summary.md", &text_table.markdown())?;
+    report.write(
+        "summary.md",
+        &(text_table.markdown() + &failed_markdown(&failures)),
+    )?;
     for chart in &charts {
         report.write(&format!("plots/{}", chart.file), &chart.svg)?;
     }
@@ -145,17 +158,40 @@ pub fn write_report(
         configurations.len()
     )];
     about.extend(left_out.iter().map(|line| format!("Left out: {line}.")));
+    if !failures.is_empty() {
+        about.push(format!(
+            "{} runs failed; they are listed under Failed runs.",
+            failures.len()
+        ));
+    }
     let title = format!("fedsim report: {}", report_name(out));
-    report.write(
-        "report.html",
-        &html::page(&title, &about, &text_table, &figures),
-    )?;
+    let page = html::Page {
+        title: &title,
+        about: &about,
+        table: &text_table,
+        failed: &failures,
+        figures: &figures,
+    };
+    report.write("report.html", &page.render())?;
     Ok(Written {
         rows,
         runs: run_count,
         files: report.files,
         left_out,
+        failed,
     })
+}
+
+/// The failed runs' section of `summary.md`: nothing when none failed.
+fn failed_markdown(failures: &[String]) -> String {
+    if failures.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n## Failed runs\n\n{}\n\n", html::FAILED_NOTE);
+    for line in failures {
+        out += &format!("- {line}\n");
+    }
+    out
 }
 
 /// The name a report folder gives its report.
@@ -299,31 +335,28 @@ fn label_charts(configurations: &[Configuration]) -> (Vec<Chart>, Vec<String>) {
     (charts, unavailable)
 }
 
-/// `dirichlet, alpha=0.1, min_size=10; 100 clients; seed 1`.
+/// `dirichlet(0.1); 100 clients; split seed 1`.
 fn describe_partition(config: &Value) -> String {
-    let partition = config["partition"].as_object();
-    let scheme_first = |(key, _): &(&String, &Value)| *key != "scheme";
-    let mut fields: Vec<(&String, &Value)> = partition.into_iter().flatten().collect();
-    fields.sort_by_key(scheme_first);
-    let mut parts: Vec<String> = fields
-        .into_iter()
-        .filter(|(key, _)| *key != "seed")
-        .map(|(key, value)| match (key.as_str(), value) {
-            ("scheme", Value::String(scheme)) => scheme.clone(),
-            (_, Value::String(text)) => format!("{key}={text}"),
-            _ => format!("{key}={value}"),
-        })
-        .collect();
-    parts.push(format!("{} clients", config["federation"]["num_clients"]));
+    let partition = match runs::partition_of(config) {
+        Some(partition) => PartitionConfig {
+            seed: None,
+            ..partition
+        }
+        .to_string(),
+        None => config["partition"].to_string(),
+    };
     let seed = config["partition"]
         .get("seed")
         .filter(|s| !s.is_null())
         .unwrap_or(&config["seed"]);
-    format!("{}; split seed {seed}", parts.join(", "))
+    format!(
+        "{partition}; {} clients; split seed {seed}",
+        config["federation"]["num_clients"]
+    )
 }
 
-/// `dirichlet-alpha-0.1-min_size-10-100-clients-split-seed-1` for a description: what a
-/// file name can hold of it, without runs of dashes.
+/// `dirichlet-0.1-100-clients-split-seed-1` for a description: what a file name can hold of
+/// it, without runs of dashes.
 fn file_stem(description: &str) -> String {
     crate::sweep::sanitise(description)
         .split('-')

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::ReportError;
+use crate::config::PartitionConfig;
 use crate::report::RoundRecord;
+use crate::report::run_folder::Failure;
 
 /// A finished run as its folder records it.
 #[derive(Debug, Clone)]
@@ -19,6 +21,39 @@ pub struct Run {
     pub config: Value,
     /// Its rounds (`metrics.jsonl`), in order.
     pub records: Vec<RoundRecord>,
+}
+
+/// A run that failed, as its folder records it ([`Failure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedRun {
+    /// Its folder.
+    pub dir: PathBuf,
+    /// The error it ended with.
+    pub error: String,
+    /// The rounds it finished, and the rounds it was to play, where its folder says.
+    pub progress: Option<(u64, u64)>,
+}
+
+impl std::fmt::Display for FailedRun {
+    /// `runs/s/scaffold: training diverged: … (after 5 of 50 rounds)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.dir.display(), self.error)?;
+        match self.progress {
+            Some((done, rounds)) => write!(f, " (after {done} of {rounds} rounds)"),
+            None => write!(f, " (before its first round)"),
+        }
+    }
+}
+
+/// What the folders given to a report hold.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// The finished runs, in path order.
+    pub runs: Vec<Run>,
+    /// A line for each unfinished run that did not fail (a stopped or running one).
+    pub unfinished: Vec<String>,
+    /// The runs that failed, in path order.
+    pub failed: Vec<FailedRun>,
 }
 
 /// Runs of one configuration, which differ only in their seed.
@@ -41,9 +76,10 @@ const NOT_SETTINGS: [&str; 6] = [
     "placement.groups",
 ];
 
-/// The finished runs in `inputs` (each a run folder, or a folder of run folders such as a
-/// sweep's), in path order, and a line for each unfinished run left out.
-pub fn find(inputs: &[PathBuf]) -> Result<(Vec<Run>, Vec<String>), ReportError> {
+/// The runs in `inputs` (each a run folder, or a folder of run folders such as a sweep's), in
+/// path order: the finished ones, and those left out, unfinished or failed. A folder that
+/// records a failure but whose run finished (resumed by hand since) counts as finished.
+pub fn find(inputs: &[PathBuf]) -> Result<Found, ReportError> {
     let mut dirs = Vec::new();
     for input in inputs {
         if is_run_folder(input) {
@@ -58,38 +94,77 @@ pub fn find(inputs: &[PathBuf]) -> Result<(Vec<Run>, Vec<String>), ReportError> 
             dirs.extend(children);
         }
     }
-    let (mut runs, mut unfinished) = (Vec::new(), Vec::new());
+    let mut found = Found {
+        runs: Vec::new(),
+        unfinished: Vec::new(),
+        failed: Vec::new(),
+    };
     for dir in dirs {
+        let failure = read_failure(&dir)?;
+        if !holds_run(&dir) {
+            let error = failure.expect("a run folder without a run records a failure");
+            found.failed.push(FailedRun {
+                dir,
+                error: error.error,
+                progress: None,
+            });
+            continue;
+        }
         let run = read(&dir)?;
         let rounds = run
             .config
             .pointer("/federation/rounds")
-            .and_then(Value::as_u64);
+            .and_then(Value::as_u64)
+            .ok_or_else(|| ReportError::Config {
+                path: dir.join("config.json"),
+                message: "no federation.rounds".into(),
+            })?;
         let done = run.records.last().map_or(0, |r| u64::from(r.round));
-        match rounds {
-            Some(rounds) if done == rounds => runs.push(run),
-            Some(rounds) => {
-                unfinished.push(format!("{}: {done} of {rounds} rounds", dir.display()))
-            }
-            None => {
-                return Err(ReportError::Config {
-                    path: dir.join("config.json"),
-                    message: "no federation.rounds".into(),
-                });
-            }
+        match failure {
+            _ if done == rounds => found.runs.push(run),
+            Some(failure) => found.failed.push(FailedRun {
+                dir,
+                error: failure.error,
+                progress: Some((done, rounds)),
+            }),
+            None => found
+                .unfinished
+                .push(format!("{}: {done} of {rounds} rounds", dir.display())),
         }
     }
-    if runs.is_empty() {
+    if found.runs.is_empty() {
         return Err(ReportError::NoRuns {
             inputs: inputs.iter().map(|p| p.display().to_string()).collect(),
+            failed: found.failed.iter().map(ToString::to_string).collect(),
         });
     }
-    Ok((runs, unfinished))
+    Ok(found)
+}
+
+/// Whether `dir` holds a run, finished or not, or the failure of one.
+fn is_run_folder(dir: &Path) -> bool {
+    holds_run(dir) || dir.join(Failure::FILE).is_file()
 }
 
 /// Whether `dir` holds a run's config and metrics.
-fn is_run_folder(dir: &Path) -> bool {
+fn holds_run(dir: &Path) -> bool {
     dir.join("config.json").is_file() && dir.join("metrics.jsonl").is_file()
+}
+
+/// The failure `dir` records, if any.
+fn read_failure(dir: &Path) -> Result<Option<Failure>, ReportError> {
+    let path = dir.join(Failure::FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(ReportError::read(&path)(error)),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| ReportError::Config {
+            path,
+            message: format!("not a run's failure record: {e}"),
+        })
 }
 
 /// Reads a run folder's config and records.
@@ -163,14 +238,25 @@ fn labels(all: &[&BTreeMap<String, Value>]) -> Vec<Option<String>> {
     }
 }
 
-/// A config's leaf values by dotted path, without the fields in [`NOT_SETTINGS`].
+/// A config's leaf values by dotted path, without the fields in [`NOT_SETTINGS`]. The
+/// partition is one leaf, `partition`, valued as it reads (`dirichlet(0.5)`): a scheme and its
+/// parameters are one setting, not several.
 fn settings(config: &Value) -> BTreeMap<String, Value> {
     let mut leaves = BTreeMap::new();
     flatten(config, String::new(), &mut leaves);
     for path in NOT_SETTINGS {
         leaves.remove(path);
     }
+    if let Some(partition) = partition_of(config) {
+        leaves.retain(|path, _| !path.starts_with("partition."));
+        leaves.insert("partition".into(), Value::String(partition.to_string()));
+    }
     leaves
+}
+
+/// The partition a run's config gives, if it is one that fedsim reads.
+pub(super) fn partition_of(config: &Value) -> Option<PartitionConfig> {
+    serde_json::from_value(config.get("partition")?.clone()).ok()
 }
 
 /// Collects the leaves of `value` under `path`; arrays are leaves.
@@ -208,13 +294,13 @@ fn varying_paths(all: &[&BTreeMap<String, Value>], absence_counts: bool) -> Vec<
         .collect()
 }
 
-/// The fields whose value names a kind of thing (`strategy.name`, `partition.scheme`,
+/// The fields whose value names a kind of thing (`strategy.name`, `partition`,
 /// `topology.kind`, `topology.mode`): a label shows them by value alone, first.
-const KIND_FIELDS: [&str; 4] = ["name", "scheme", "kind", "mode"];
+const KIND_FIELDS: [&str; 5] = ["name", "partition", "scheme", "kind", "mode"];
 
-/// `fedprox, mu=0.01, alpha=0.1`: the configuration's values on the varying paths, each named
-/// by its last part (by its whole path where two last parts are equal), a kind field by its
-/// value alone. `None` when nothing varies.
+/// `fedprox, dirichlet(0.1), seed=7`: the configuration's values on the varying paths, each
+/// named by its last part (by its whole path where two last parts are equal), a kind field by
+/// its value alone, the algorithm first. `None` when nothing varies.
 fn label(settings: &BTreeMap<String, Value>, varying: &[String]) -> Option<String> {
     let leaf = |path: &str| path.rsplit('.').next().unwrap_or(path).to_string();
     let is_kind = |path: &str| KIND_FIELDS.contains(&leaf(path).as_str());
@@ -226,6 +312,8 @@ fn label(settings: &BTreeMap<String, Value>, varying: &[String]) -> Option<Strin
             > 1
     };
     let mut ordered: Vec<&String> = varying.iter().filter(|p| is_kind(p)).collect();
+    // The algorithm leads: `fedprox, dirichlet(0.1)`.
+    ordered.sort_by_key(|path| path.as_str() != "strategy.name");
     ordered.extend(varying.iter().filter(|p| !is_kind(p)));
     let mut present: Vec<String> = Vec::new();
     let mut absent: Vec<String> = Vec::new();
@@ -305,9 +393,9 @@ mod tests {
         assert_eq!(
             labels,
             [
-                "fedavg, alpha=0.1",
-                "fedprox, alpha=0.1",
-                "fedavg, alpha=1.0"
+                "fedavg, dirichlet(0.1)",
+                "fedprox, dirichlet(0.1)",
+                "fedavg, dirichlet(1.0)"
             ]
         );
         let seeds: Vec<u64> = configs[0]
@@ -326,7 +414,7 @@ mod tests {
             .into_iter()
             .map(|c| c.label)
             .collect();
-        assert_eq!(labels, ["seed=7", "no seed"]);
+        assert_eq!(labels, ["iid(seed=7)", "iid"]);
         let attacked =
             json!({"name": "a", "byzantine": {"fraction": 0.2, "attack": {"kind": "sign_flip"}}});
         let labels: Vec<String> = group(vec![run(attacked), run(json!({"name": "a"}))])
@@ -334,6 +422,22 @@ mod tests {
             .map(|c| c.label)
             .collect();
         assert_eq!(labels, ["sign_flip, fraction=0.2", "no byzantine"]);
+    }
+
+    #[test]
+    fn a_partition_that_varies_reads_as_one_value() {
+        let config = |partition: Value| json!({"name": "a", "partition": partition});
+        let labels: Vec<String> = group(vec![
+            run(config(
+                json!({"scheme": "dirichlet", "alpha": 0.5, "min_size": 10}),
+            )),
+            run(config(json!({"scheme": "labels", "labels_per_client": 1}))),
+            run(config(json!({"scheme": "labels", "labels_per_client": 2}))),
+        ])
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+        assert_eq!(labels, ["dirichlet(0.5)", "labels(1)", "labels(2)"]);
     }
 
     #[test]

@@ -69,6 +69,41 @@ pub enum PartitionScheme {
 /// The default smallest client for the Dirichlet scheme.
 const DEFAULT_MIN_SIZE: usize = 10;
 
+/// The partition as one short value, its scheme with its parameters in brackets, as reports
+/// label it: `iid`, `dirichlet(0.5)`, `labels(2)`, `shards(200)`, `file(p.json)`. Optional
+/// settings follow by name where they are set (`dirichlet(0.5, min_size=20, seed=7)`); numbers
+/// read as JSON writes them (`1.0`), as every other value of a report's labels does.
+impl std::fmt::Display for PartitionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let number = |value: f64| serde_json::Value::from(value).to_string();
+        let (scheme, mut parts) = match &self.scheme {
+            PartitionScheme::Iid => ("iid", Vec::new()),
+            PartitionScheme::Dirichlet { alpha, min_size } => {
+                let mut parts = vec![number(*alpha)];
+                if *min_size != DEFAULT_MIN_SIZE {
+                    parts.push(format!("min_size={min_size}"));
+                }
+                ("dirichlet", parts)
+            }
+            PartitionScheme::Shards { num_shards } => ("shards", vec![num_shards.to_string()]),
+            PartitionScheme::Labels { labels_per_client } => {
+                ("labels", vec![labels_per_client.to_string()])
+            }
+            PartitionScheme::Quantity { sigma } => ("quantity", vec![number(*sigma)]),
+            PartitionScheme::Natural => ("natural", Vec::new()),
+            PartitionScheme::File { file } => ("file", vec![file.display().to_string()]),
+        };
+        if let Some(seed) = self.seed {
+            parts.push(format!("seed={seed}"));
+        }
+        if parts.is_empty() {
+            f.write_str(scheme)
+        } else {
+            write!(f, "{scheme}({})", parts.join(", "))
+        }
+    }
+}
+
 /// The partition object as written in the file, before its fields are checked together.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -247,6 +282,38 @@ mod tests {
             }
         );
         assert_eq!(config.seed_or(9), 9);
+    }
+
+    #[test]
+    fn a_partition_reads_as_its_scheme_with_its_parameters() {
+        let shown = |value| {
+            serde_json::from_value::<PartitionConfig>(value)
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(shown(json!({"scheme": "iid"})), "iid");
+        assert_eq!(
+            shown(json!({"scheme": "dirichlet", "alpha": 0.5})),
+            "dirichlet(0.5)"
+        );
+        assert_eq!(
+            shown(json!({"scheme": "dirichlet", "alpha": 1, "min_size": 20, "seed": 7})),
+            "dirichlet(1.0, min_size=20, seed=7)"
+        );
+        assert_eq!(
+            shown(json!({"scheme": "labels", "labels_per_client": 1})),
+            "labels(1)"
+        );
+        assert_eq!(
+            shown(json!({"scheme": "shards", "num_shards": 200})),
+            "shards(200)"
+        );
+        assert_eq!(
+            shown(json!({"scheme": "quantity", "sigma": 0.5})),
+            "quantity(0.5)"
+        );
+        assert_eq!(shown(json!({"scheme": "natural"})), "natural");
+        assert_eq!(shown(json!({"file": "p.json"})), "file(p.json)");
     }
 
     #[test]

@@ -374,6 +374,8 @@ impl PartitionStats {
     pub fn of(label_counts: Vec<Vec<usize>>) -> Self {
         let mut sizes: Vec<usize> = label_counts.iter().map(|c| c.iter().sum()).collect();
         sizes.sort_unstable();
+        // Folded from +0.0: a client of one class has the single term -1 * log2(1) = -0.0,
+        // and a sum that starts from -0.0, as `Iterator::sum` does, would keep that sign.
         let entropy = |counts: &Vec<usize>| {
             let total: usize = counts.iter().sum();
             counts
@@ -383,7 +385,7 @@ impl PartitionStats {
                     let p = n as f64 / total as f64;
                     -p * p.log2()
                 })
-                .sum::<f64>()
+                .fold(0.0, |sum, term| sum + term)
         };
         let clients = label_counts.len();
         Self {
@@ -394,7 +396,10 @@ impl PartitionStats {
                 .copied()
                 .unwrap_or(0),
             samples_max: sizes.last().copied().unwrap_or(0),
-            mean_label_entropy_bits: label_counts.iter().map(entropy).sum::<f64>()
+            mean_label_entropy_bits: label_counts
+                .iter()
+                .map(entropy)
+                .fold(0.0, |sum, bits| sum + bits)
                 / clients.max(1) as f64,
             label_counts,
         }
@@ -659,5 +664,13 @@ mod skew_tests {
             (3, 3, 10, 10)
         );
         assert!((stats.mean_label_entropy_bits - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn clients_of_one_label_have_an_entropy_of_plus_zero() {
+        let stats = PartitionStats::of(vec![vec![0, 7], vec![3, 0]]);
+        assert_eq!(stats.mean_label_entropy_bits.to_bits(), 0.0_f64.to_bits());
+        let json = serde_json::to_value(&stats).unwrap();
+        assert_eq!(json["mean_label_entropy_bits"].to_string(), "0.0");
     }
 }

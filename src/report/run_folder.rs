@@ -4,7 +4,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::RoundRecord;
 use crate::checkpoint::RunState;
@@ -130,6 +130,37 @@ impl RunFolder {
     /// Writes raw bytes to `name`, atomically.
     pub fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<(), WriteError> {
         write_atomically(&self.dir.join(name), bytes)
+    }
+}
+
+/// Why a sweep's run failed, kept in its folder (`failure.json`) so that the sweep's report,
+/// and any later `fedsim report` of the folder, lists it with its error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The error the run ended with.
+    pub error: String,
+}
+
+impl Failure {
+    /// The file a failed run's folder keeps its failure in.
+    pub const FILE: &str = "failure.json";
+
+    /// Writes this failure into `dir`, creating the folder if the run failed before it did.
+    pub fn record(&self, dir: &Path) -> Result<(), WriteError> {
+        fs::create_dir_all(dir).map_err(write_error(dir))?;
+        let text = serde_json::to_string_pretty(self).expect("a failure always serialises");
+        write_atomically(&dir.join(Self::FILE), text.as_bytes())
+    }
+
+    /// Removes the failure an earlier attempt left in `dir`, if any, before the run is played
+    /// again.
+    pub fn clear(dir: &Path) -> Result<(), WriteError> {
+        match fs::remove_file(dir.join(Self::FILE)) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                Err(write_error(&dir.join(Self::FILE))(error))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
