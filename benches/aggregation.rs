@@ -3,7 +3,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fedsim::network::Tensors;
 use fedsim::network::Update;
-use fedsim::strategy::{FedAvg, Round, Strategy};
+use fedsim::strategy::{FedAvgServer, Round, Strategy};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -35,7 +35,7 @@ fn fedavg(c: &mut Criterion) {
     group.throughput(Throughput::Bytes((CLIENTS * CNN_PARAMS * 4) as u64));
     group.sample_size(20);
     group.bench_function("fedavg_100_clients_cnn_size", |b| {
-        b.iter(|| FedAvg.aggregate_updates(&round, &global, &updates))
+        b.iter(|| FedAvgServer.aggregate_updates(&round, &global, &updates))
     });
     group.finish();
 }

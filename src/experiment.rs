@@ -16,12 +16,13 @@ use crate::data::{DataFile, Dataset, NaturalClients, TrainTest, cifar, numpy, ta
 use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
-use crate::report::manifest::Resume;
+use crate::registry::{AlgorithmChoice, Origin, Registry};
+use crate::report::manifest::{PluginUse, Resume};
 use crate::report::run_folder::{FolderError, Saved};
 use crate::report::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
 use crate::seed::{Purpose, stream};
 use crate::stop::StopSignal;
-use crate::strategy::Strategy;
+use crate::strategy::{Setting, Strategy};
 use crate::topology::{
     self, ClientTests, Evaluator, FederationError, GroupSetup, InProcess, Plan, ServerSetup,
     Spread, Start,
@@ -34,6 +35,8 @@ const MANIFEST: &str = "manifest.json";
 /// An experiment with its data loaded and partitioned, ready to run.
 pub struct Experiment {
     config: ExperimentConfig,
+    /// The algorithm the `strategy` section names, with its parameters.
+    algorithm: AlgorithmChoice,
     train: Arc<Dataset>,
     test: Arc<Dataset>,
     partition: Arc<Partition>,
@@ -59,8 +62,10 @@ pub struct RunResult {
 }
 
 impl Experiment {
-    /// Loads the data set and splits it as the config says.
-    pub fn prepare(config: ExperimentConfig) -> Result<Self, Error> {
+    /// Loads the data set and splits it as the config says, with the algorithm `registry` gives
+    /// for its `strategy` section.
+    pub fn prepare(config: ExperimentConfig, registry: &Registry) -> Result<Self, Error> {
+        let algorithm = registry.algorithm_for(&config)?;
         // The seed of every split of the data: test rows, clients, held-out samples.
         let split_seed = config.partition.seed_or(config.seed);
         let mut data = match &config.data {
@@ -128,6 +133,7 @@ impl Experiment {
         };
         Ok(Self {
             config,
+            algorithm,
             train,
             test,
             partition: Arc::new(partition),
@@ -205,6 +211,7 @@ impl Experiment {
             data_files: self.files.clone(),
             partition_sha256: partition_sha256.clone(),
             command_line: command_line(),
+            plugins: self.plugins(),
             resumed: Vec::new(),
         };
         folder.write_json(MANIFEST, &manifest)?;
@@ -261,10 +268,35 @@ impl Experiment {
         })
     }
 
+    /// The algorithm the experiment runs.
+    pub fn algorithm(&self) -> &AlgorithmChoice {
+        &self.algorithm
+    }
+
+    /// The components it uses that another crate than fedsim registered, for the manifest.
+    fn plugins(&self) -> Vec<PluginUse> {
+        let origin = self.algorithm.origin();
+        (*origin != Origin::fedsim())
+            .then(|| PluginUse {
+                kind: "algorithm".to_string(),
+                name: self.algorithm.name().to_string(),
+                origin: origin.clone(),
+            })
+            .into_iter()
+            .collect()
+    }
+
+    /// What the algorithm's halves are built for.
+    fn setting(&self) -> Setting<'_> {
+        Setting {
+            client: &self.config.client,
+            federation: &self.config.federation,
+        }
+    }
+
     /// The server half of the experiment's algorithm, as it starts.
     fn strategy(&self) -> Box<dyn Strategy> {
-        let config = &self.config;
-        config.strategy.server(&config.client, self.layout().len())
+        self.algorithm.server(&self.setting(), self.layout().len())
     }
 
     /// Plays the rounds after `state.round` with `strategy` (in the state `state` holds),
@@ -370,7 +402,7 @@ impl Experiment {
             partition: self.training.clone(),
             model: config.model.clone(),
             client: config.client.clone(),
-            algorithm: config.strategy.client(),
+            algorithm: self.algorithm.client(&self.setting()),
             states: states.clone(),
             byzantine: config.byzantine.as_ref().map(|b| {
                 let mut attacking = vec![false; config.federation.num_clients];
@@ -445,7 +477,7 @@ impl Experiment {
             network: config.network.clone(),
             groups,
             scheduler_panics,
-            edge_aggregation: config.strategy.edge_aggregation(),
+            edge_aggregation: self.algorithm.edge_rule(),
             stop: stop.clone(),
         }
     }
@@ -460,10 +492,11 @@ pub struct Resumable {
 }
 
 impl Resumable {
-    /// Opens the run in `dir` without changing it. It must hold a checkpoint that fits its
-    /// experiment, its `config.json` must be the config the run started with, and the data
-    /// files must be the ones it read, so that they split into the same partition.
-    pub fn open(dir: &Path) -> Result<Self, Error> {
+    /// Opens the run in `dir` without changing it, its components looked up in `registry`. It
+    /// must hold a checkpoint that fits its experiment, its `config.json` must be the config
+    /// the run started with, and the data files must be the ones it read, so that they split
+    /// into the same partition.
+    pub fn open(dir: &Path, registry: &Registry) -> Result<Self, Error> {
         let saved = Saved::read(dir)?;
         let not_resumable = |reason: String| FolderError::not_resumable(dir, reason);
         let config_path = dir.join("config.json");
@@ -479,7 +512,20 @@ impl Resumable {
             ))
             .into());
         }
-        let config = ExperimentConfig::from_value(state.config.clone(), &config_path)?;
+        for plugin in &manifest.plugins {
+            let registered = match plugin.kind.as_str() {
+                "algorithm" => registry.algorithm(&plugin.name).is_some(),
+                _ => false,
+            };
+            if !registered {
+                return Err(not_resumable(format!(
+                    "the run used the {} {:?} from the crate {} {}, which this program does not register; continue it with the program that does",
+                    plugin.kind, plugin.name, plugin.origin.crate_name, plugin.origin.version
+                ))
+                .into());
+            }
+        }
+        let config = ExperimentConfig::from_value(state.config.clone(), &config_path, registry)?;
         let rounds = config.federation.rounds;
         if state.round > rounds {
             return Err(not_resumable(format!(
@@ -488,7 +534,7 @@ impl Resumable {
             ))
             .into());
         }
-        let experiment = Experiment::prepare(config)?;
+        let experiment = Experiment::prepare(config, registry)?;
         let digests =
             |files: &[DataFile]| files.iter().map(|f| f.sha256.clone()).collect::<Vec<_>>();
         if digests(&experiment.files) != digests(&manifest.data_files) {

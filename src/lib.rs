@@ -4,8 +4,10 @@
 //! relay or pre-aggregate their group's updates; client groups train the sampled clients in
 //! parallel on burn. The tiers are threads joined by flume links that count their traffic and
 //! charge it to a simulated clock.
-//! A run is a pure function of its experiment config. Start with [`ExperimentConfig::load`],
-//! [`Experiment::prepare`] and [`Experiment::run`]; `ARCHITECTURE.md` has the map.
+//! A run is a pure function of its experiment config. Start with [`registry::Registry`] (what
+//! an experiment file can name: the built-ins and a user's plug-ins), [`ExperimentConfig::load`],
+//! [`Experiment::prepare`] and [`Experiment::run`]; [`cli::main`] is the whole command line;
+//! `ARCHITECTURE.md` has the map.
 
 #![warn(missing_docs)]
 
@@ -21,6 +23,7 @@ pub mod data;
 pub mod experiment;
 pub mod model;
 pub mod network;
+pub mod registry;
 pub mod report;
 pub mod seed;
 pub mod stop;

@@ -32,6 +32,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::{ConfigError, ExperimentConfig, Override};
+use crate::registry::Registry;
 use crate::report::run_folder::{CHECKPOINT, Failure, Saved};
 use crate::report::{Progress, RunFolder, say};
 use crate::stop::StopSignal;
@@ -124,8 +125,9 @@ pub enum SweepError {
 }
 
 impl Sweep {
-    /// Reads the sweep file at `path` and builds and validates every run.
-    pub fn load(path: &Path) -> Result<Self, SweepError> {
+    /// Reads the sweep file at `path` and builds and validates every run, its registered
+    /// sections read with `registry`.
+    pub fn load(path: &Path, registry: &Registry) -> Result<Self, SweepError> {
         let file_error = |reason: String| SweepError::File {
             path: path.to_path_buf(),
             reason,
@@ -164,7 +166,7 @@ impl Sweep {
                 .iter()
                 .map(|(field, value)| format!("{field}={value}"))
                 .collect();
-            match build(&base, &base_path, &overrides) {
+            match build(&base, &base_path, &overrides, registry) {
                 Ok(config) => runs.push(SweepRun {
                     name,
                     overrides,
@@ -289,6 +291,7 @@ impl Sweep {
         dir: &Path,
         jobs: usize,
         plain: bool,
+        registry: &Registry,
         stop: &StopSignal,
     ) -> Result<SweepOutcome, Error> {
         let states = self.states(dir)?;
@@ -322,7 +325,7 @@ impl Sweep {
                         let folder = dir.join(&run.name);
                         let result = Failure::clear(&folder)
                             .map_err(Error::from)
-                            .and_then(|()| play(&folder, run, state, workers, stop));
+                            .and_then(|()| play(&folder, run, (state, workers), registry, stop));
                         let mut outcome = outcome.lock().expect("no panics hold it");
                         let line = match result {
                             Ok(accuracy) => {
@@ -454,17 +457,17 @@ fn clear_unstarted(folder: &Path) -> Result<(), Error> {
 fn play(
     folder: &Path,
     run: &SweepRun,
-    state: FolderState,
-    workers: usize,
+    (state, workers): (FolderState, usize),
+    registry: &Registry,
     stop: &StopSignal,
 ) -> Result<f64, Error> {
     let result = match state {
-        FolderState::Partial => Resumable::open(folder)?.run(&Progress::Silent, stop)?,
+        FolderState::Partial => Resumable::open(folder, registry)?.run(&Progress::Silent, stop)?,
         // A new run: finished ones are never played.
         FolderState::New | FolderState::Finished => {
             let mut config = run.config.clone();
             config.federation.num_parallels = workers;
-            let experiment = Experiment::prepare(config)?;
+            let experiment = Experiment::prepare(config, registry)?;
             let mut run_folder = RunFolder::create(folder)?;
             Some(experiment.run(&mut run_folder, &Progress::Silent, stop)?)
         }
@@ -559,12 +562,17 @@ pub(crate) fn sanitise(text: &str) -> String {
 }
 
 /// The experiment `base` (read from `path`) with `overrides` applied, validated.
-fn build(base: &Value, path: &Path, overrides: &[String]) -> Result<ExperimentConfig, ConfigError> {
+fn build(
+    base: &Value,
+    path: &Path,
+    overrides: &[String],
+    registry: &Registry,
+) -> Result<ExperimentConfig, ConfigError> {
     let parsed = overrides
         .iter()
         .map(|text| Override::parse(text))
         .collect::<Result<Vec<_>, _>>()?;
-    ExperimentConfig::with_overrides(base.clone(), path, &parsed)
+    ExperimentConfig::with_overrides(base.clone(), path, &parsed, registry)
 }
 
 /// A multi-line message indented under its run's line.

@@ -17,7 +17,7 @@ use fedsim::network::{ClientId, DropReason, LinkProfile, Message, NodeId, Tensor
 use fedsim::report::RoundRecord;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{
-    Aggregate, Collected, FedAvg, Reads, Round, Strategy as Aggregation, StrategyConfig,
+    Aggregate, Collected, EdgeAggregation, FedAvgServer, Reads, Round, Strategy as Aggregation,
 };
 use fedsim::topology::client_group::drops_out;
 use fedsim::topology::server::sample;
@@ -221,7 +221,7 @@ impl Case {
             },
             groups,
             scheduler_panics,
-            edge_aggregation: StrategyConfig::default().edge_aggregation(),
+            edge_aggregation: EdgeAggregation::MODELS,
             stop,
         }
     }
@@ -278,7 +278,7 @@ struct Recording {
 impl Aggregation for Recording {
     fn reads(&self) -> Reads {
         if self.reads_sums {
-            FedAvg.reads()
+            FedAvgServer.reads()
         } else {
             Reads::Updates
         }
@@ -289,11 +289,11 @@ impl Aggregation for Recording {
         match input {
             Collected::Sums { ref clients, .. } => {
                 seen.extend(clients.iter().map(|&c| (round.number, vec![c])));
-                FedAvg.aggregate(round, global, input)
+                FedAvgServer.aggregate(round, global, input)
             }
             Collected::Updates(updates) => {
                 seen.extend(updates.iter().map(|u| (u.round, u.clients.clone())));
-                FedAvg.aggregate_updates(round, global, updates)
+                FedAvgServer.aggregate_updates(round, global, updates)
             }
         }
     }

@@ -10,12 +10,14 @@ use std::path::Path;
 
 use common::{experiment, fedsim};
 use fedsim::ExperimentConfig;
+use fedsim::registry::Registry;
 use serde_json::{Value, json};
 
 /// The resolved config of the shipped `mnist-t1` experiment with `sets`, as a run writes it.
 fn config(sets: &[&str]) -> Value {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let config = ExperimentConfig::load(&experiment("mnist-t1"), &sets).unwrap();
+    let config =
+        ExperimentConfig::load(&experiment("mnist-t1"), &sets, &Registry::builtin()).unwrap();
     serde_json::to_value(config).unwrap()
 }
 

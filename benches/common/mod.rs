@@ -14,7 +14,7 @@ use fedsim::model::flat::{Layout, initial_params};
 use fedsim::model::{ModelConfig, Net};
 use fedsim::seed::{Purpose, stream};
 use fedsim::stop::StopSignal;
-use fedsim::strategy::{FedAvg, PlainClient, StrategyConfig};
+use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient};
 use fedsim::topology::{self, GroupSetup, Plan, ServerSetup, Start};
 use fedsim::trainer::{ClientStates, ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
 
@@ -120,7 +120,7 @@ pub fn plan(
             on_client_failure: FailurePolicy::Abort,
             start: Start::default(),
             initial_model: model,
-            strategy: Box::new(FedAvg),
+            strategy: Box::new(FedAvgServer),
             client_states: Arc::new(ClientStates::new(clients)),
             evaluator: None,
         },
@@ -128,7 +128,7 @@ pub fn plan(
         network: NetworkConfig::default(),
         groups,
         scheduler_panics: HashMap::new(),
-        edge_aggregation: StrategyConfig::default().edge_aggregation(),
+        edge_aggregation: EdgeAggregation::MODELS,
         stop: StopSignal::new(),
     }
 }

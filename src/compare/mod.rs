@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::Experiment;
 use crate::config::{ExperimentConfig, PartitionConfig};
+use crate::registry::Registry;
 use crate::report::RoundRecord;
 use crate::report::run_folder::{WriteError, write_atomically};
 use plots::{Axes, Curve, DrawError};
@@ -117,6 +118,7 @@ pub fn write_report(
     inputs: &[PathBuf],
     out: &Path,
     options: ReportOptions,
+    registry: &Registry,
 ) -> Result<Written, ReportError> {
     let runs::Found {
         runs: found,
@@ -132,7 +134,7 @@ pub fn write_report(
         .collect();
     let text_table = TextTable::new(&rows, options.target);
     let mut charts = curve_charts(&configurations)?;
-    let (label_charts, unavailable) = label_charts(&configurations);
+    let (label_charts, unavailable) = label_charts(&configurations, registry);
     charts.extend(label_charts);
     left_out.extend(unavailable);
 
@@ -290,7 +292,10 @@ fn draw_error(file: &str) -> impl FnOnce(DrawError) -> ReportError + '_ {
 /// One label chart per distinct data split (the partition settings, the data and the number
 /// of clients; a seed-driven split is drawn for its lowest seed), and a line for each split
 /// that could not be drawn.
-fn label_charts(configurations: &[Configuration]) -> (Vec<Chart>, Vec<String>) {
+fn label_charts(
+    configurations: &[Configuration],
+    registry: &Registry,
+) -> (Vec<Chart>, Vec<String>) {
     let mut seen: Vec<Value> = Vec::new();
     let (mut charts, mut unavailable) = (Vec::new(), Vec::new());
     for run in configurations.iter().flat_map(|c| &c.runs) {
@@ -309,14 +314,15 @@ fn label_charts(configurations: &[Configuration]) -> (Vec<Chart>, Vec<String>) {
         if charts.iter().any(|chart: &Chart| chart.file == file) {
             file = format!("labels-{}-{}.svg", file_stem(&described), seen.len());
         }
-        let drawn = ExperimentConfig::from_value(config.clone(), &run.dir.join("config.json"))
-            .map_err(|e| e.to_string())
-            .and_then(|c| Experiment::prepare(c).map_err(|e| e.to_string()))
-            .and_then(|experiment| {
-                let title = format!("Labels per client: {described}");
-                plots::label_distribution(&experiment.partition_stats().label_counts, &title)
-                    .map_err(|e| e.to_string())
-            });
+        let drawn =
+            ExperimentConfig::from_value(config.clone(), &run.dir.join("config.json"), registry)
+                .map_err(|e| e.to_string())
+                .and_then(|c| Experiment::prepare(c, registry).map_err(|e| e.to_string()))
+                .and_then(|experiment| {
+                    let title = format!("Labels per client: {described}");
+                    plots::label_distribution(&experiment.partition_stats().label_counts, &title)
+                        .map_err(|e| e.to_string())
+                });
         match drawn {
             Ok(svg) => charts.push(Chart {
                 caption: format!(

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod check;
 mod hints;
 mod overrides;
 mod partition;
@@ -18,6 +19,7 @@ mod placement;
 mod topology;
 mod work;
 
+pub(crate) use hints::explain;
 pub use overrides::Override;
 
 pub use partition::{PartitionConfig, PartitionScheme};
@@ -35,8 +37,6 @@ use crate::data::synthetic::{MAX_USERS, SyntheticConfig};
 use crate::data::tabular::{CsvConfig, SplitOptions};
 use crate::data::{Augmentation, Normalization, SampleKind};
 use crate::model::ModelConfig;
-use crate::strategy::EdgeAggregation;
-pub use crate::strategy::StrategyConfig;
 
 /// A whole experiment: data, model, federation, local training and evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,7 +61,8 @@ pub struct ExperimentConfig {
     /// Local training on each sampled client.
     pub client: ClientConfig,
     /// The FL algorithm and its parameters: `{"name": "fedavg"}` (the default), or any name
-    /// `fedsim strategies` lists.
+    /// `fedsim strategies` lists, with its parameters beside it (`{"name": "fedprox", "mu":
+    /// 0.01}`).
     #[serde(default)]
     pub strategy: StrategyConfig,
     /// The shape of the federation tree. Default: flat.
@@ -92,6 +93,44 @@ pub struct ExperimentConfig {
     /// [`PlacementConfig`]'s documentation; never changes results.
     #[serde(default, skip_serializing_if = "PlacementConfig::is_default")]
     pub placement: PlacementConfig,
+}
+
+/// The `strategy` section: an algorithm's name and its parameters beside it, as the registry
+/// ([`crate::registry::Registry`]) reads them. Once an experiment is loaded, `params` holds
+/// every parameter of the algorithm, defaults filled in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyConfig {
+    /// The algorithm's registered name.
+    pub name: String,
+    /// Its parameters, by field name.
+    #[serde(flatten)]
+    pub params: serde_json::Map<String, Value>,
+}
+
+impl StrategyConfig {
+    /// The algorithm `name` with no parameter given: each takes its default.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            params: serde_json::Map::new(),
+        }
+    }
+}
+
+impl Default for StrategyConfig {
+    /// FedAvg.
+    fn default() -> Self {
+        Self::named("fedavg")
+    }
+}
+
+/// What reads the sections of an experiment file that name registered components (the
+/// `strategy` section): the registry ([`crate::registry::Registry`]). It fills in their
+/// defaults and gives each rule they break as (field path, message).
+pub trait Catalogue {
+    /// Reads `config`'s registered sections in place, defaults filled in, and returns the rules
+    /// they break, alone or with the rest of the experiment.
+    fn resolve(&self, config: &mut ExperimentConfig) -> Vec<(String, String)>;
 }
 
 /// The data set, and where its files are: `{"dataset": "mnist"}` uses the copy built into
@@ -394,7 +433,8 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The file (after overrides) has problems with the listed fields.
+    /// The file (after overrides) has problems with the listed fields; an empty `path` is an
+    /// experiment built in code.
     #[error("{}", Invalid { path, errors })]
     Invalid {
         /// The experiment file.
@@ -417,6 +457,8 @@ impl fmt::Display for Invalid<'_> {
             first.filter(|&set| self.errors.iter().all(|e| e.set_by.as_deref() == Some(set)));
         match one_override {
             Some(set) => write!(f, "invalid --set {set}:")?,
+            // An experiment built in code, not read from a file.
+            None if self.path.as_os_str().is_empty() => write!(f, "invalid experiment:")?,
             None => write!(f, "invalid experiment file {}:", self.path.display())?,
         }
         for error in self.errors {
@@ -438,8 +480,13 @@ impl ExperimentConfig {
     ///
     /// `overrides` are `path.to.field=value` strings; the value is read as JSON when it parses
     /// (`5`, `true`, `{"scheme": "iid"}`) and as a string otherwise (`flex`). Relative paths are
-    /// resolved against the file's folder.
-    pub fn load(path: &Path, overrides: &[String]) -> Result<Self, ConfigError> {
+    /// resolved against the file's folder. `catalogue` reads the sections that name registered
+    /// components.
+    pub fn load(
+        path: &Path,
+        overrides: &[String],
+        catalogue: &dyn Catalogue,
+    ) -> Result<Self, ConfigError> {
         let overrides = overrides
             .iter()
             .map(|text| Override::parse(text))
@@ -454,7 +501,7 @@ impl ExperimentConfig {
         })?;
         let value: Value = serde_json::from_str(&text)
             .map_err(|e| invalid(path, ".", format!("not valid JSON: {e}")))?;
-        Self::with_overrides(value, path, &overrides)
+        Self::with_overrides(value, path, &overrides, catalogue)
     }
 
     /// Applies `overrides` to an experiment held as JSON, read from `path`, then parses,
@@ -463,11 +510,12 @@ impl ExperimentConfig {
         mut value: Value,
         path: &Path,
         overrides: &[Override],
+        catalogue: &dyn Catalogue,
     ) -> Result<Self, ConfigError> {
         for assignment in overrides {
             assignment.apply(&mut value)?;
         }
-        Self::from_value(value, path).map_err(|error| match error {
+        Self::from_value(value, path, catalogue).map_err(|error| match error {
             ConfigError::Invalid { path, mut errors } => {
                 for error in &mut errors {
                     error.set_by = overrides
@@ -483,8 +531,13 @@ impl ExperimentConfig {
     }
 
     /// Parses, resolves and validates an experiment held as JSON, read from `path` (for
-    /// messages; relative paths are resolved against its folder).
-    pub fn from_value(value: Value, path: &Path) -> Result<Self, ConfigError> {
+    /// messages; relative paths are resolved against its folder), its registered sections
+    /// read by `catalogue`.
+    pub fn from_value(
+        value: Value,
+        path: &Path,
+        catalogue: &dyn Catalogue,
+    ) -> Result<Self, ConfigError> {
         let mut config: Self = serde_path_to_error::deserialize(value).map_err(|e| {
             let field = e.path().to_string();
             invalid(path, &field, hints::explain(&e.into_inner().to_string()))
@@ -493,7 +546,17 @@ impl ExperimentConfig {
         // Absolute, so the resolved config written to the run folder works from anywhere.
         let folder = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
         config.resolve_paths(&folder);
-        let errors = config.problems();
+        let mut errors = config.problems();
+        errors.extend(
+            catalogue
+                .resolve(&mut config)
+                .into_iter()
+                .map(|(path, message)| FieldError {
+                    path,
+                    message,
+                    set_by: None,
+                }),
+        );
         if errors.is_empty() {
             Ok(config)
         } else {
@@ -523,7 +586,8 @@ impl ExperimentConfig {
         }
     }
 
-    /// Every rule the parsed values break, with the field's path.
+    /// Every rule the parsed values break, with the field's path, but those of the sections
+    /// that name registered components (which their [`Catalogue`] checks).
     pub fn problems(&self) -> Vec<FieldError> {
         let mut errors = Vec::new();
         let mut check = |ok: bool, path: &str, message: String| {
@@ -784,12 +848,6 @@ impl ExperimentConfig {
         for (field, message) in client.work.problems(self.availability.deadline_s) {
             check(false, field, message);
         }
-        for (field, message) in self.strategy.problems(fed.clients_per_round) {
-            check(false, &format!("strategy.{field}"), message);
-        }
-        if let Some((path, message)) = self.edge_aggregation_problem() {
-            check(false, path, message);
-        }
         let sections = [
             self.topology.problems(fed.num_clients),
             self.network.problems(fed.num_clients),
@@ -812,37 +870,6 @@ impl ExperimentConfig {
             batch_size: self.client.batch_size,
             deadline_s: self.availability.deadline_s,
             seed: self.seed,
-        }
-    }
-
-    /// Why the strategy cannot run under aggregating schedulers as configured, if it cannot.
-    fn edge_aggregation_problem(&self) -> Option<(&'static str, String)> {
-        let TopologyConfig::Hierarchical {
-            mode: SchedulerMode::Aggregate,
-            edge_rounds,
-            ..
-        } = self.topology
-        else {
-            return None;
-        };
-        let name = self.strategy.name();
-        match self.strategy.edge_aggregation() {
-            EdgeAggregation::Unsupported(reason) => Some((
-                "strategy.name",
-                format!(
-                    "{name:?} cannot run under aggregating schedulers ({reason}); use topology.mode \"relay\" or the flat topology"
-                ),
-            )),
-            EdgeAggregation::Mean {
-                several_edge_rounds: false,
-                ..
-            } if edge_rounds > 1 => Some((
-                "topology.edge_rounds",
-                format!(
-                    "is {edge_rounds}; {name:?} sends more than a model up, so an aggregating scheduler can run only 1 edge round"
-                ),
-            )),
-            EdgeAggregation::Mean { .. } => None,
         }
     }
 }

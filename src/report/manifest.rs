@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::data::DataFile;
+use crate::registry::Origin;
 
 /// The build of fedsim and the machine a run (or a part of it) ran on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,9 +129,24 @@ pub struct Manifest {
     pub partition_sha256: String,
     /// The command line, program name first.
     pub command_line: Vec<String>,
+    /// The components the run used that another crate than fedsim registered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugins: Vec<PluginUse>,
     /// Each time the run was continued with `--resume`: after which round, where, and how.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed: Vec<Resume>,
+}
+
+/// A plug-in a run used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginUse {
+    /// What kind of component: `algorithm`.
+    pub kind: String,
+    /// Its registered name.
+    pub name: String,
+    /// The crate that registered it, and its version.
+    #[serde(flatten)]
+    pub origin: Origin,
 }
 
 /// One continuation of a run.

@@ -19,10 +19,79 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{fraction_below, positive};
 use super::vector::{difference, squared_norm};
-use super::{Aggregate, Collected, Reads, Round, Strategy, Sum, Weighting};
+use super::{
+    Aggregate, Algorithm, Collected, EdgeAggregation, Reads, Round, Setting, Strategy, Sum,
+    Weighting,
+};
+use crate::config::check::Problems;
 use crate::network::Tensors;
+
+/// The paper the three follow.
+const PAPER: &str = "Reddi et al. 2021, Adaptive Federated Optimization";
+
+/// One of the three as an [`Algorithm`]: plain local SGD, and [`AdaptiveServer`] with its
+/// second-moment rule.
+macro_rules! adaptive_algorithm {
+    ($(#[$doc:meta])* $algorithm:ident, $name:literal, $rule:expr, $params:ty, $docs:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, Default)]
+        pub struct $algorithm;
+
+        impl Algorithm for $algorithm {
+            type Params = $params;
+
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            fn paper(&self) -> &'static str {
+                PAPER
+            }
+
+            fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+                $docs
+            }
+
+            fn check(&self, params: &$params, _: &Setting<'_>, problems: &mut Problems) {
+                Params::from(*params).check(problems);
+            }
+
+            fn edge_rule(&self, _params: &$params) -> EdgeAggregation {
+                EdgeAggregation::MODELS
+            }
+
+            fn server(&self, params: &$params, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+                Box::new(AdaptiveServer::new($rule, Params::from(*params)))
+            }
+        }
+    };
+}
+
+adaptive_algorithm!(
+    /// FedAdagrad: Adagrad's sum of squares.
+    FedAdagrad,
+    "fedadagrad",
+    Rule::Adagrad,
+    AdagradParams,
+    ADAGRAD_DOCS
+);
+adaptive_algorithm!(
+    /// FedAdam: Adam's moving average of squares.
+    FedAdam,
+    "fedadam",
+    Rule::Adam,
+    Params,
+    DOCS
+);
+adaptive_algorithm!(
+    /// FedYogi: Yogi's additive, sign-controlled update.
+    FedYogi,
+    "fedyogi",
+    Rule::Yogi,
+    Params,
+    DOCS
+);
 
 /// Which second-moment rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +130,7 @@ impl Default for Params {
 }
 
 /// What each parameter means, for `fedsim strategies`.
-pub const DOCS: &[(&str, &str)] = &[
+const DOCS: &[(&str, &str)] = &[
     ("server_lr", "server learning rate η (> 0)"),
     ("beta1", "first-moment decay β1, in [0, 1)"),
     ("beta2", "second-moment decay β2, in [0, 1)"),
@@ -97,38 +166,33 @@ impl Default for AdagradParams {
 }
 
 /// What each of FedAdagrad's parameters means.
-pub const ADAGRAD_DOCS: &[(&str, &str)] = &[DOCS[0], DOCS[1], DOCS[3]];
+const ADAGRAD_DOCS: &[(&str, &str)] = &[DOCS[0], DOCS[1], DOCS[3]];
 
-impl AdagradParams {
+impl From<AdagradParams> for Params {
     /// The same values as the shared parameter set (`β2` unused).
-    pub fn general(self) -> Params {
+    fn from(params: AdagradParams) -> Self {
         Params {
-            server_lr: self.server_lr,
-            beta1: self.beta1,
+            server_lr: params.server_lr,
+            beta1: params.beta1,
             beta2: 0.0,
-            tau: self.tau,
+            tau: params.tau,
         }
     }
 }
 
 impl Params {
-    /// The rules these values break, as (field, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
-        [
-            positive("server_lr", self.server_lr),
-            positive("tau", self.tau),
-            fraction_below("beta1", self.beta1, 1.0),
-            fraction_below("beta2", self.beta2, 1.0),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
+    /// Adds the rules these values break to `problems`.
+    fn check(&self, problems: &mut Problems) {
+        problems.positive("server_lr", self.server_lr);
+        problems.positive("tau", self.tau);
+        problems.fraction_below("beta1", self.beta1, 1.0);
+        problems.fraction_below("beta2", self.beta2, 1.0);
     }
 }
 
 /// The server half of the three algorithms.
 #[derive(Debug, Clone)]
-pub struct Adaptive {
+pub struct AdaptiveServer {
     rule: Rule,
     params: Params,
     /// First moment `m` (empty until the first round).
@@ -137,7 +201,7 @@ pub struct Adaptive {
     v: Vec<f32>,
 }
 
-impl Adaptive {
+impl AdaptiveServer {
     /// A server for `rule` with fresh moments.
     pub fn new(rule: Rule, params: Params) -> Self {
         Self {
@@ -149,7 +213,7 @@ impl Adaptive {
     }
 }
 
-impl Strategy for Adaptive {
+impl Strategy for AdaptiveServer {
     fn reads(&self) -> Reads {
         Reads::Sums(vec![Sum::params(Weighting::Samples)])
     }
@@ -226,7 +290,7 @@ mod tests {
             tau: 0.5,
         };
         let updates = [update(0, 10, vec![2.0]), update(1, 10, vec![4.0])];
-        Adaptive::new(rule, params)
+        AdaptiveServer::new(rule, params)
             .aggregate_updates(&round(), &[1.0], &updates)
             .model[0]
     }

@@ -2,13 +2,40 @@
 //! Decentralized Data". The next global model is the mean of the client models, each weighted
 //! by its number of training samples: `w = Σ_k (n_k / n) w_k`.
 
-use super::{Aggregate, Collected, Reads, Round, Strategy, Sum, Weighting};
+use super::{
+    Aggregate, Algorithm, Collected, EdgeAggregation, NoParams, Reads, Round, Setting, Strategy,
+    Sum, Weighting,
+};
 
-/// Sample-weighted model averaging.
+/// FedAvg, the default algorithm: plain local SGD, and the server half [`FedAvgServer`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FedAvg;
 
-impl Strategy for FedAvg {
+impl Algorithm for FedAvg {
+    type Params = NoParams;
+
+    fn name(&self) -> &'static str {
+        "fedavg"
+    }
+
+    fn paper(&self) -> &'static str {
+        "McMahan et al. 2017, Communication-Efficient Learning of Deep Networks from Decentralized Data"
+    }
+
+    fn edge_rule(&self, _params: &NoParams) -> EdgeAggregation {
+        EdgeAggregation::MODELS
+    }
+
+    fn server(&self, _: &NoParams, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        Box::new(FedAvgServer)
+    }
+}
+
+/// Sample-weighted model averaging.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FedAvgServer;
+
+impl Strategy for FedAvgServer {
     fn reads(&self) -> Reads {
         Reads::Sums(vec![Sum::params(Weighting::Samples)])
     }
@@ -35,7 +62,7 @@ mod tests {
             update(0, 100, vec![1.0, 0.0]),
             update(1, 300, vec![5.0, 4.0]),
         ];
-        let next = FedAvg.aggregate_updates(&round(), &[0.0, 0.0], &updates);
+        let next = FedAvgServer.aggregate_updates(&round(), &[0.0, 0.0], &updates);
         assert_eq!(next.model, vec![4.0, 3.0]);
     }
 }

@@ -13,10 +13,49 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{fraction_below, positive};
 use super::vector::{combination, difference, squared_norm, weighted_sum};
-use super::{Aggregate, Collected, Reads, Round, Strategy, Sum, Weighting};
+use super::{
+    Aggregate, Algorithm, Collected, EdgeAggregation, Reads, Round, Setting, Strategy, Sum,
+    Weighting,
+};
+use crate::config::check::Problems;
 use crate::network::Tensors;
+
+/// FedAvgM: plain local SGD, and the server half [`FedAvgMServer`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FedAvgM;
+
+impl Algorithm for FedAvgM {
+    type Params = Params;
+
+    fn name(&self) -> &'static str {
+        "fedavgm"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Hsu, Qi and Brown 2019, Measuring the Effects of Non-Identical Data Distribution for Federated Visual Classification"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("server_lr", "server learning rate η (> 0)"),
+            ("momentum", "server momentum β, in [0, 1)"),
+        ]
+    }
+
+    fn check(&self, params: &Params, _: &Setting<'_>, problems: &mut Problems) {
+        problems.positive("server_lr", params.server_lr);
+        problems.fraction_below("momentum", params.momentum, 1.0);
+    }
+
+    fn edge_rule(&self, _params: &Params) -> EdgeAggregation {
+        EdgeAggregation::MODELS
+    }
+
+    fn server(&self, params: &Params, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        Box::new(FedAvgMServer::new(*params))
+    }
+}
 
 /// FedAvgM's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -37,34 +76,15 @@ impl Default for Params {
     }
 }
 
-/// What each parameter means, for `fedsim strategies`.
-pub const DOCS: &[(&str, &str)] = &[
-    ("server_lr", "server learning rate η (> 0)"),
-    ("momentum", "server momentum β, in [0, 1)"),
-];
-
-impl Params {
-    /// The rules these values break, as (field, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
-        [
-            positive("server_lr", self.server_lr),
-            fraction_below("momentum", self.momentum, 1.0),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
-    }
-}
-
 /// The server half: FedAvg's mean, then a momentum step.
 #[derive(Debug, Clone)]
-pub struct FedAvgM {
+pub struct FedAvgMServer {
     params: Params,
     /// The momentum buffer `v` (empty until the first round).
     velocity: Vec<f32>,
 }
 
-impl FedAvgM {
+impl FedAvgMServer {
     /// A server with an empty momentum buffer.
     pub fn new(params: Params) -> Self {
         Self {
@@ -74,7 +94,7 @@ impl FedAvgM {
     }
 }
 
-impl Strategy for FedAvgM {
+impl Strategy for FedAvgMServer {
     fn reads(&self) -> Reads {
         Reads::Sums(vec![Sum::params(Weighting::Samples)])
     }
@@ -114,7 +134,7 @@ impl Strategy for FedAvgM {
 
 #[cfg(test)]
 mod tests {
-    use super::super::FedAvg;
+    use super::super::FedAvgServer;
     use super::super::testing::{round, update};
     use super::*;
 
@@ -129,10 +149,12 @@ mod tests {
             server_lr: 1.0,
             momentum: 0.0,
         };
-        let mut server = FedAvgM::new(params);
+        let mut server = FedAvgMServer::new(params);
         for _ in 0..2 {
             let fedavgm = server.aggregate_updates(&round(), &global, &updates).model;
-            let fedavg = FedAvg.aggregate_updates(&round(), &global, &updates).model;
+            let fedavg = FedAvgServer
+                .aggregate_updates(&round(), &global, &updates)
+                .model;
             assert_eq!(fedavgm, fedavg);
         }
     }
@@ -142,7 +164,7 @@ mod tests {
         // Worked by hand: x = 1, the clients' mean is 0 (Δ = 1), β = 0.5, η = 0.1.
         // Round 1: v = 1,            x = 1 - 0.1 * 1   = 0.9.
         // Round 2 from x = 0.9, mean 0 (Δ = 0.9): v = 0.5 + 0.9 = 1.4, x = 0.9 - 0.14 = 0.76.
-        let mut server = FedAvgM::new(Params {
+        let mut server = FedAvgMServer::new(Params {
             server_lr: 0.1,
             momentum: 0.5,
         });

@@ -21,14 +21,16 @@
 //! the local problem whatever optimiser reached it, so momentum does not bias it as it would
 //! an estimate divided by the learning rate. Weight decay is part of `L_k`.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
-use super::config::positive;
 use super::vector::{add_scaled, squared_norm, weighted_sum};
 use super::{
-    Aggregate, ClientAlgorithm, ClientView, Collected, Objective, Reads, Round, Strategy, Sum,
-    Trained, Weighting,
+    Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Objective,
+    Reads, Round, Setting, Strategy, Sum, Trained, Weighting,
 };
+use crate::config::check::Problems;
 use crate::network::Tensors;
 
 /// The client state: its last gradient `∇L_k(θ_k)`.
@@ -50,25 +52,55 @@ impl Default for Params {
     }
 }
 
-/// What each parameter means, for `fedsim strategies`.
-pub const DOCS: &[(&str, &str)] = &[("alpha", "dynamic regularisation weight α (> 0)")];
+/// FedDyn: the server half [`FedDynServer`] and the client half [`FedDynClient`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FedDyn;
 
-impl Params {
-    /// The rules these values break, as (field, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
-        positive("alpha", self.alpha).into_iter().collect()
+impl Algorithm for FedDyn {
+    type Params = Params;
+
+    fn name(&self) -> &'static str {
+        "feddyn"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Acar et al. 2021, Federated Learning Based on Dynamic Regularization"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[("alpha", "dynamic regularisation weight α (> 0)")]
+    }
+
+    fn check(&self, params: &Params, _: &Setting<'_>, problems: &mut Problems) {
+        problems.positive("alpha", params.alpha);
+    }
+
+    fn edge_rule(&self, _params: &Params) -> EdgeAggregation {
+        EdgeAggregation::Unsupported(
+            "FedDyn averages client models with equal weights and counts every client's change",
+        )
+    }
+
+    fn server(&self, params: &Params, _: &Setting<'_>, num_params: usize) -> Box<dyn Strategy> {
+        Box::new(FedDynServer::new(*params, num_params))
+    }
+
+    fn client(&self, params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
+        Arc::new(FedDynClient {
+            alpha: params.alpha as f32,
+        })
     }
 }
 
 /// The server half.
 #[derive(Debug, Clone)]
-pub struct FedDyn {
+pub struct FedDynServer {
     alpha: f32,
     /// `h`, the mean of the clients' changes (zero at the start).
     h: Vec<f32>,
 }
 
-impl FedDyn {
+impl FedDynServer {
     /// A server with `h = 0` for a model of `num_params` values.
     pub fn new(params: Params, num_params: usize) -> Self {
         Self {
@@ -78,7 +110,7 @@ impl FedDyn {
     }
 }
 
-impl Strategy for FedDyn {
+impl Strategy for FedDynServer {
     fn reads(&self) -> Reads {
         Reads::Sums(vec![
             Sum::params(Weighting::One),
@@ -150,7 +182,7 @@ mod tests {
     fn server_step_matches_the_hand_computation() {
         // α = 0.5, ten clients, θ = 1; two clients return 2 and 4 (changes 1 and 3).
         // h = 0 - 0.5/10 * 4 = -0.2;  θ = 3 - (-0.2) / 0.5 = 3.4.
-        let mut server = FedDyn::new(Params { alpha: 0.5 }, 1);
+        let mut server = FedDynServer::new(Params { alpha: 0.5 }, 1);
         let updates = [update(0, 10, vec![2.0]), update(1, 99, vec![4.0])];
         let next = server.aggregate_updates(&round(), &[1.0], &updates);
         assert!((server.h[0] + 0.2).abs() < 1e-7);

@@ -20,24 +20,44 @@
 //! `s_k = τ_eff / a_k`: when every client did the same work, `s_k = 1` exactly and the result
 //! is FedAvg's to the bit.
 
-use serde::{Deserialize, Serialize};
-
 use super::vector::combination;
-use super::{Aggregate, Collected, Round, Strategy};
+use super::{Aggregate, Algorithm, Collected, EdgeAggregation, NoParams, Round, Setting, Strategy};
 
-/// FedNova's parameters: none beyond the local ones (`client.momentum` sets `ρ`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Params {}
+/// FedNova: plain local SGD, and the normalising server half [`FedNovaServer`]. It has no
+/// parameters beyond the local ones (`client.momentum` sets `ρ`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FedNova;
+
+impl Algorithm for FedNova {
+    type Params = NoParams;
+
+    fn name(&self) -> &'static str {
+        "fednova"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Wang et al. 2020, Tackling the Objective Inconsistency Problem in Heterogeneous Federated Optimization"
+    }
+
+    fn edge_rule(&self, _params: &NoParams) -> EdgeAggregation {
+        EdgeAggregation::Unsupported(
+            "FedNova normalises each client's update by its own local work",
+        )
+    }
+
+    fn server(&self, _: &NoParams, setting: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        Box::new(FedNovaServer::new(setting.client.momentum))
+    }
+}
 
 /// The server half.
 #[derive(Debug, Clone, Copy)]
-pub struct FedNova {
+pub struct FedNovaServer {
     /// The clients' local momentum `ρ`.
     momentum: f64,
 }
 
-impl FedNova {
+impl FedNovaServer {
     /// A server for clients that train with local momentum `momentum`.
     pub fn new(momentum: f64) -> Self {
         Self { momentum }
@@ -54,7 +74,7 @@ impl FedNova {
     }
 }
 
-impl Strategy for FedNova {
+impl Strategy for FedNovaServer {
     fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
         let updates = input.updates();
         let total: f64 = updates.iter().map(|u| u.num_samples as f64).sum();
@@ -89,7 +109,7 @@ impl Strategy for FedNova {
 
 #[cfg(test)]
 mod tests {
-    use super::super::FedAvg;
+    use super::super::FedAvgServer;
     use super::super::testing::{round, update};
     use super::*;
     use crate::network::Update;
@@ -106,12 +126,14 @@ mod tests {
             with_steps(update(2, 70, vec![1.9, -0.4, 0.06]), 5),
         ];
         let global = [0.3, 0.3, 0.3];
-        let nova = FedNova::new(0.9)
+        let nova = FedNovaServer::new(0.9)
             .aggregate_updates(&round(), &global, &updates)
             .model;
         assert_eq!(
             nova,
-            FedAvg.aggregate_updates(&round(), &global, &updates).model
+            FedAvgServer
+                .aggregate_updates(&round(), &global, &updates)
+                .model
         );
     }
 
@@ -125,7 +147,7 @@ mod tests {
             with_steps(update(0, 10, vec![1.0]), 1),
             with_steps(update(1, 10, vec![6.0]), 3),
         ];
-        let nova = FedNova::new(0.0).aggregate_updates(&round(), &[0.0], &updates);
+        let nova = FedNovaServer::new(0.0).aggregate_updates(&round(), &[0.0], &updates);
         assert!((nova.model[0] - 3.0).abs() < 1e-6);
         assert_eq!(nova.metrics["tau_eff"], 2.0);
     }
@@ -133,6 +155,6 @@ mod tests {
     #[test]
     fn momentum_work_follows_the_paper() {
         // ρ = 0.5, τ = 2: (2 - 0.5 * (1 - 0.25) / 0.5) / 0.5 = (2 - 0.75) / 0.5 = 2.5.
-        assert!((FedNova::new(0.5).work(2) - 2.5).abs() < 1e-12);
+        assert!((FedNovaServer::new(0.5).work(2) - 2.5).abs() < 1e-12);
     }
 }

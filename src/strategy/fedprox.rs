@@ -15,11 +15,54 @@
 //! SGD likewise. The term pulls towards `x`, so momentum speeds that pull up as it speeds up
 //! the loss's descent, and nothing accumulates between rounds.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
-use super::config::non_negative;
-use super::{ClientAlgorithm, ClientView, Objective};
+use super::{
+    Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, Objective, Setting,
+    Strategy,
+};
+use crate::config::check::Problems;
 use crate::network::Tensors;
+
+/// FedProx: the proximal client [`ProximalClient`], and FedAvg's server.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FedProx;
+
+impl Algorithm for FedProx {
+    type Params = Params;
+
+    fn name(&self) -> &'static str {
+        "fedprox"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Li et al. 2020, Federated Optimization in Heterogeneous Networks"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[("mu", "proximal weight μ (≥ 0); 0 gives FedAvg")]
+    }
+
+    fn check(&self, params: &Params, _: &Setting<'_>, problems: &mut Problems) {
+        problems.non_negative("mu", params.mu);
+    }
+
+    fn edge_rule(&self, _params: &Params) -> EdgeAggregation {
+        EdgeAggregation::MODELS
+    }
+
+    fn server(&self, _: &Params, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        Box::new(FedAvgServer)
+    }
+
+    fn client(&self, params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
+        Arc::new(ProximalClient {
+            mu: params.mu as f32,
+        })
+    }
+}
 
 /// FedProx's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -32,16 +75,6 @@ pub struct Params {
 impl Default for Params {
     fn default() -> Self {
         Self { mu: 0.01 }
-    }
-}
-
-/// What each parameter means, for `fedsim strategies`.
-pub const DOCS: &[(&str, &str)] = &[("mu", "proximal weight μ (≥ 0); 0 gives FedAvg")];
-
-impl Params {
-    /// The rules these values break, as (field, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
-        non_negative("mu", self.mu).into_iter().collect()
     }
 }
 

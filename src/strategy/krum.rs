@@ -11,8 +11,55 @@
 use serde::{Deserialize, Serialize};
 
 use super::vector::{squared_distance, weighted_sum};
-use super::{Aggregate, Collected, Round, Strategy};
+use super::{Aggregate, Algorithm, Collected, EdgeAggregation, Round, Setting, Strategy};
+use crate::config::check::Problems;
 use crate::network::Update;
+
+/// Krum and Multi-Krum: plain local SGD, and the server half [`KrumServer`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Krum;
+
+impl Algorithm for Krum {
+    type Params = Params;
+
+    fn name(&self) -> &'static str {
+        "krum"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Blanchard et al. 2017, Machine Learning with Adversaries: Byzantine Tolerant Gradient Descent"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        DOCS
+    }
+
+    fn check(&self, params: &Params, setting: &Setting<'_>, problems: &mut Problems) {
+        let clients_per_round = setting.federation.clients_per_round;
+        let needed = needed(params.byzantine);
+        if clients_per_round < needed {
+            problems.add(
+                "byzantine",
+                format!(
+                    "is {}; Krum needs at least 2 * byzantine + 3 = {needed} updates a round, and \
+                     federation.clients_per_round is {clients_per_round}",
+                    params.byzantine
+                ),
+            );
+        }
+        if params.multi < 1 {
+            problems.add("multi", "must be at least 1");
+        }
+    }
+
+    fn edge_rule(&self, _params: &Params) -> EdgeAggregation {
+        EdgeAggregation::ROBUST
+    }
+
+    fn server(&self, params: &Params, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        Box::new(KrumServer::new(*params))
+    }
+}
 
 /// Krum's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,7 +81,7 @@ impl Default for Params {
 }
 
 /// What each parameter means, for `fedsim strategies`.
-pub const DOCS: &[(&str, &str)] = &[
+const DOCS: &[(&str, &str)] = &[
     (
         "byzantine",
         "Byzantine updates f tolerated per round; needs 2f + 3 updates",
@@ -45,28 +92,6 @@ pub const DOCS: &[(&str, &str)] = &[
     ),
 ];
 
-impl Params {
-    /// The rules these values break against `clients_per_round`, as (field, message).
-    pub fn problems(&self, clients_per_round: usize) -> Vec<(&'static str, String)> {
-        let mut problems = Vec::new();
-        let needed = needed(self.byzantine);
-        if clients_per_round < needed {
-            problems.push((
-                "byzantine",
-                format!(
-                    "is {}; Krum needs at least 2 * byzantine + 3 = {} updates a round, and \
-                     federation.clients_per_round is {clients_per_round}",
-                    self.byzantine, needed
-                ),
-            ));
-        }
-        if self.multi < 1 {
-            problems.push(("multi", "must be at least 1".to_string()));
-        }
-        problems
-    }
-}
-
 /// The updates Krum needs to tolerate `byzantine` attackers: `2f + 3` (saturating, for
 /// absurd `f` from an experiment file).
 fn needed(byzantine: usize) -> usize {
@@ -75,11 +100,11 @@ fn needed(byzantine: usize) -> usize {
 
 /// The server half.
 #[derive(Debug, Clone, Copy)]
-pub struct Krum {
+pub struct KrumServer {
     params: Params,
 }
 
-impl Krum {
+impl KrumServer {
     /// A server tolerating `params.byzantine` attackers.
     pub fn new(params: Params) -> Self {
         Self { params }
@@ -109,7 +134,7 @@ impl Krum {
     }
 }
 
-impl Strategy for Krum {
+impl Strategy for KrumServer {
     fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
         let updates = input.updates();
         let (n, f) = (updates.len(), self.params.byzantine);
@@ -153,7 +178,7 @@ mod tests {
         // n = 5, f = 1: each score sums the 2 nearest squared distances.
         // 0: {0.25, 1} = 1.25;  1: {0.25, 1} = 1.25;  -1: {1, 2.25} = 3.25;
         // 0.5: {0.25, 0.25} = 0.5;  10: {90.25, 81} = 171.25. Krum keeps 0.5 (client 3).
-        let mut krum = Krum::new(Params::default());
+        let mut krum = KrumServer::new(Params::default());
         let next = krum.aggregate_updates(&round(), &[7.0], &five_updates());
         assert_eq!(next.model, vec![0.5]);
         assert_eq!(next.metrics["krum_best_client"], 3.0);
@@ -162,7 +187,7 @@ mod tests {
     #[test]
     fn multi_krum_averages_the_best_scores() {
         // m = 3 keeps clients 3, 0 and 1 (scores 0.5, 1.25, 1.25): mean 0.5.
-        let mut krum = Krum::new(Params {
+        let mut krum = KrumServer::new(Params {
             byzantine: 1,
             multi: 3,
         });
@@ -172,7 +197,7 @@ mod tests {
 
     #[test]
     fn too_few_updates_keep_the_global_model() {
-        let mut krum = Krum::new(Params::default());
+        let mut krum = KrumServer::new(Params::default());
         let next = krum.aggregate_updates(&round(), &[7.0], &five_updates()[..4]);
         assert_eq!(next.model, vec![7.0]);
         assert_eq!(next.metrics["krum_skipped"], 1.0);

@@ -7,21 +7,42 @@
 //! Any number of updates works: the median of one update is that update, of an even number
 //! the mean of the two middle values.
 
-use serde::{Deserialize, Serialize};
-
 use super::vector::coordinatewise;
-use super::{Aggregate, Collected, Round, Strategy};
+use super::{Aggregate, Algorithm, Collected, EdgeAggregation, NoParams, Round, Setting, Strategy};
 
-/// The median's parameters: none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Params {}
+/// The paper the median and the trimmed mean follow.
+pub(super) const PAPER: &str =
+    "Yin et al. 2018, Byzantine-Robust Distributed Learning: Towards Optimal Statistical Rates";
 
-/// The server half.
+/// The coordinate-wise median: plain local SGD, and the server half [`MedianServer`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Median;
 
-impl Strategy for Median {
+impl Algorithm for Median {
+    type Params = NoParams;
+
+    fn name(&self) -> &'static str {
+        "median"
+    }
+
+    fn paper(&self) -> &'static str {
+        PAPER
+    }
+
+    fn edge_rule(&self, _params: &NoParams) -> EdgeAggregation {
+        EdgeAggregation::ROBUST
+    }
+
+    fn server(&self, _: &NoParams, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        Box::new(MedianServer)
+    }
+}
+
+/// The server half.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MedianServer;
+
+impl Strategy for MedianServer {
     fn aggregate(
         &mut self,
         _round: &Round<'_>,
@@ -58,9 +79,9 @@ mod tests {
             update(1, 1000, vec![9.0, 0.0, 3.0]),
             update(2, 1, vec![2.0, 100.0, 3.0]),
         ];
-        let next = Median.aggregate_updates(&round(), &[0.0; 3], &updates);
+        let next = MedianServer.aggregate_updates(&round(), &[0.0; 3], &updates);
         assert_eq!(next.model, vec![2.0, 0.0, 3.0]);
-        let even = Median.aggregate_updates(&round(), &[0.0; 3], &updates[..2]);
+        let even = MedianServer.aggregate_updates(&round(), &[0.0; 3], &updates[..2]);
         assert_eq!(even.model, vec![5.0, -2.5, 3.0]);
     }
 }

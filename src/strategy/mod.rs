@@ -8,12 +8,12 @@
 //!   it takes part in, and what it sends up besides its model.
 //!
 //! Neither half knows about threads, channels or burn: they see flat vectors and named
-//! tensors. [`StrategyConfig`] is the experiment file's `strategy` section: it names the
-//! algorithm, carries its parameters and says whether an aggregating scheduler may pre-combine
-//! its group ([`EdgeAggregation`]).
+//! tensors. An [`Algorithm`] puts the two together under a name, with its parameters, its
+//! paper and whether an aggregating scheduler may pre-combine its group ([`EdgeAggregation`]);
+//! the registry ([`crate::registry`]) lists the algorithms an experiment file can name, each of
+//! the files here registered as a user's plug-in would be.
 
 mod adaptive;
-mod config;
 mod fedavg;
 mod fedavgm;
 mod feddyn;
@@ -28,12 +28,86 @@ mod trimmed_mean;
 pub mod vector;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-pub use config::{Description, StrategyConfig, catalog};
-pub use fedavg::FedAvg;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use adaptive::{AdaptiveServer, FedAdagrad, FedAdam, FedYogi};
+pub use fedavg::{FedAvg, FedAvgServer};
+pub use fedavgm::{FedAvgM, FedAvgMServer};
+pub use feddyn::{FedDyn, FedDynClient, FedDynServer};
+pub use fednova::{FedNova, FedNovaServer};
+pub use fedprox::{FedProx, ProximalClient};
 pub use fold::{Fold, Folded, Sum, Totals, Weighting};
+pub use krum::{Krum, KrumServer};
+pub use median::{Median, MedianServer};
+pub use qffl::{QFfl, QFflClient, QFflServer};
+pub use scaffold::{Scaffold, ScaffoldClient, ScaffoldServer};
+pub use trimmed_mean::{TrimmedMean, TrimmedMeanServer};
 
+use crate::config::check::Problems;
+use crate::config::{ClientConfig, FederationConfig};
 use crate::network::{ClientId, ClientInfo, Tensors, Update};
+
+/// An FL algorithm: a server half and a client half, with the parameters an experiment file
+/// gives it beside its name (`"strategy": {"name": "fedprox", "mu": 0.01}`).
+///
+/// Each file of this module implements it for one algorithm (or a family, as `adaptive.rs`); a
+/// plug-in does the same in its own crate and registers it with
+/// [`RegistryBuilder::algorithm`](crate::registry::RegistryBuilder::algorithm), as the
+/// built-ins are.
+pub trait Algorithm: Send + Sync + 'static {
+    /// The parameters: every field with a default (`#[serde(default)]` and a `Default`), and
+    /// unknown fields rejected (`#[serde(deny_unknown_fields)]`), so that a file may leave any
+    /// of them out and a misspelt one is named.
+    type Params: Serialize + DeserializeOwned + Default + Clone + Send + Sync + 'static;
+
+    /// The `name` an experiment file gives: lowercase letters, digits and `_`.
+    fn name(&self) -> &'static str;
+
+    /// The paper it follows, as `fedsim strategies` cites it.
+    fn paper(&self) -> &'static str;
+
+    /// What each parameter means, by field name, for `fedsim strategies`.
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
+    /// Adds to `problems` every rule the parameters break (fields as in the file, relative
+    /// to the `strategy` section), given the rest of the experiment.
+    fn check(&self, _params: &Self::Params, _setting: &Setting<'_>, _problems: &mut Problems) {}
+
+    /// Whether and how an aggregating scheduler may pre-combine its group's updates.
+    fn edge_rule(&self, params: &Self::Params) -> EdgeAggregation;
+
+    /// The server half, as it starts, for a model of `num_params` values.
+    fn server(
+        &self,
+        params: &Self::Params,
+        setting: &Setting<'_>,
+        num_params: usize,
+    ) -> Box<dyn Strategy>;
+
+    /// The client half: by default a client that trains on the loss alone and keeps nothing.
+    fn client(&self, _params: &Self::Params, _setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
+        Arc::new(PlainClient)
+    }
+}
+
+/// The parts of the experiment an algorithm may depend on.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting<'a> {
+    /// Local training (its learning rate and momentum, for SCAFFOLD, FedNova and q-FFL).
+    pub client: &'a ClientConfig,
+    /// The federation (clients per round, for Krum).
+    pub federation: &'a FederationConfig,
+}
+
+/// The parameters of an algorithm that has none: `{"name": "fedavg"}` and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
 
 /// What the server half sees of a round besides the updates.
 #[derive(Debug, Clone, Copy)]
@@ -266,7 +340,7 @@ pub struct PlainClient;
 impl ClientAlgorithm for PlainClient {}
 
 /// How an aggregating scheduler may pre-combine its group's updates.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EdgeAggregation {
     /// Into one update: the sample-weighted mean of the models and the sum of each extra
     /// tensor named in `sums` (the algorithm's clients send no others).
@@ -279,6 +353,20 @@ pub enum EdgeAggregation {
     },
     /// Not at all, for this reason: the server must see every client's update.
     Unsupported(&'static str),
+}
+
+impl EdgeAggregation {
+    /// The sample-weighted mean of the models alone, over any number of edge rounds: the rule
+    /// of every algorithm whose updates are models and whose server reads their mean.
+    pub const MODELS: EdgeAggregation = EdgeAggregation::Mean {
+        several_edge_rounds: true,
+        sums: &[],
+    };
+
+    /// The rule of a robust aggregation rule (median, trimmed mean, Krum): none.
+    pub const ROBUST: EdgeAggregation = EdgeAggregation::Unsupported(
+        "a robust rule must see every client's update: use topology.mode \"relay\"",
+    );
 }
 
 /// The sums a scheduler folds its group's updates into: the sample-weighted mean of the

@@ -29,11 +29,16 @@
 //! in the file is used as it is. Weight decay is part of the local loss; `F_k` is the loss
 //! alone, as clients report it.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
-use super::config::{non_negative, positive};
 use super::vector::{combination, squared_distance};
-use super::{Aggregate, ClientAlgorithm, ClientView, Collected, Round, Strategy, Trained};
+use super::{
+    Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Round, Setting,
+    Strategy, Trained,
+};
+use crate::config::check::Problems;
 use crate::network::Tensors;
 
 /// The uplink tensor holding a client's loss at the global model, `F_k(w)`.
@@ -58,37 +63,63 @@ impl Default for Params {
     }
 }
 
-/// What each parameter means, for `fedsim strategies`.
-pub const DOCS: &[(&str, &str)] = &[
-    (
-        "q",
-        "fairness q (≥ 0); 0 gives the plain mean of the client models",
-    ),
-    (
-        "lipschitz",
-        "Lipschitz estimate L (> 0); null uses (1 - client.momentum) / client.lr, the paper's 1 / client.lr at momentum SGD's effective step",
-    ),
-];
+/// q-FFL: the server half [`QFflServer`] and the client half [`QFflClient`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QFfl;
 
-impl Params {
-    /// The rules these values break, as (field, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
-        let lipschitz = self.lipschitz.and_then(|l| positive("lipschitz", l));
-        [non_negative("q", self.q), lipschitz]
-            .into_iter()
-            .flatten()
-            .collect()
+impl Algorithm for QFfl {
+    type Params = Params;
+
+    fn name(&self) -> &'static str {
+        "qffl"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Li, Sanjabi, Beirami and Smith 2020, Fair Resource Allocation in Federated Learning"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "q",
+                "fairness q (≥ 0); 0 gives the plain mean of the client models",
+            ),
+            (
+                "lipschitz",
+                "Lipschitz estimate L (> 0); null uses (1 - client.momentum) / client.lr, the paper's 1 / client.lr at momentum SGD's effective step",
+            ),
+        ]
+    }
+
+    fn check(&self, params: &Params, _: &Setting<'_>, problems: &mut Problems) {
+        problems.non_negative("q", params.q);
+        if let Some(lipschitz) = params.lipschitz {
+            problems.positive("lipschitz", lipschitz);
+        }
+    }
+
+    fn edge_rule(&self, _params: &Params) -> EdgeAggregation {
+        EdgeAggregation::Unsupported("q-FFL weighs each client by its own loss")
+    }
+
+    fn server(&self, params: &Params, setting: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        let client = setting.client;
+        Box::new(QFflServer::new(*params, client.lr, client.momentum))
+    }
+
+    fn client(&self, _params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
+        Arc::new(QFflClient)
     }
 }
 
 /// The server half.
 #[derive(Debug, Clone, Copy)]
-pub struct QFedAvg {
+pub struct QFflServer {
     q: f64,
     lipschitz: f64,
 }
 
-impl QFedAvg {
+impl QFflServer {
     /// A server for clients whose local SGD has learning rate `client_lr` and momentum
     /// `client_momentum`.
     pub fn new(params: Params, client_lr: f64, client_momentum: f64) -> Self {
@@ -101,7 +132,7 @@ impl QFedAvg {
     }
 }
 
-impl Strategy for QFedAvg {
+impl Strategy for QFflServer {
     fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
         let updates = input.updates();
         let (q, l) = (self.q, self.lipschitz);
@@ -177,7 +208,7 @@ mod tests {
             lipschitz: None,
         };
         let next =
-            QFedAvg::new(params, 0.05, 0.0).aggregate_updates(&round(), &[0.5, 0.5], &updates);
+            QFflServer::new(params, 0.05, 0.0).aggregate_updates(&round(), &[0.5, 0.5], &updates);
         assert_eq!(next.model, mean_params(&updates, Weight::Clients));
     }
 
@@ -193,7 +224,7 @@ mod tests {
             q: 1.0,
             lipschitz: Some(1.0),
         };
-        let next = QFedAvg::new(params, 0.1, 0.9).aggregate_updates(&round(), &[0.0], &updates);
+        let next = QFflServer::new(params, 0.1, 0.9).aggregate_updates(&round(), &[0.0], &updates);
         assert!((next.model[0] - 7.0 / 9.0).abs() < 1e-6);
         assert_eq!(next.metrics["h_sum"], 9.0);
     }
@@ -201,8 +232,8 @@ mod tests {
     #[test]
     fn the_default_lipschitz_estimate_is_the_inverse_effective_step() {
         let default = Params::default();
-        assert_eq!(QFedAvg::new(default, 0.05, 0.0).lipschitz, 1.0 / 0.05);
+        assert_eq!(QFflServer::new(default, 0.05, 0.0).lipschitz, 1.0 / 0.05);
         // Momentum 0.9 takes steps ten times η: L = 0.1 / 0.01 = 10, not 100.
-        assert!((QFedAvg::new(default, 0.01, 0.9).lipschitz - 10.0).abs() < 1e-9);
+        assert!((QFflServer::new(default, 0.01, 0.9).lipschitz - 10.0).abs() < 1e-9);
     }
 }

@@ -32,14 +32,16 @@
 //! estimates the gradient of the regularised loss. Without momentum the separate step and a
 //! term of the gradient are the same step, and local training takes the latter.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
-use super::config::positive;
 use super::vector::{combination, squared_norm, weighted_sum};
 use super::{
-    Aggregate, ClientAlgorithm, ClientView, Collected, Objective, Reads, Round, Strategy, Sum,
-    Trained, Weighting,
+    Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Objective,
+    Reads, Round, Setting, Strategy, Sum, Trained, Weighting,
 };
+use crate::config::check::Problems;
 use crate::network::Tensors;
 
 /// The downlink tensor holding the server's control variate `c`.
@@ -61,28 +63,60 @@ impl Default for Params {
     }
 }
 
-/// What each parameter means, for `fedsim strategies`.
-pub const DOCS: &[(&str, &str)] = &[(
-    "server_lr",
-    "global step size η_g (> 0); the local one is client.lr",
-)];
+/// SCAFFOLD: the server half [`ScaffoldServer`] and the client half [`ScaffoldClient`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scaffold;
 
-impl Params {
-    /// The rules these values break, as (field, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
-        positive("server_lr", self.server_lr).into_iter().collect()
+impl Algorithm for Scaffold {
+    type Params = Params;
+
+    fn name(&self) -> &'static str {
+        "scaffold"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Karimireddy et al. 2020, SCAFFOLD: Stochastic Controlled Averaging for Federated Learning"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "server_lr",
+            "global step size η_g (> 0); the local one is client.lr",
+        )]
+    }
+
+    fn check(&self, params: &Params, _: &Setting<'_>, problems: &mut Problems) {
+        problems.positive("server_lr", params.server_lr);
+    }
+
+    /// The control variates' changes add up across a group, so a scheduler can send their
+    /// sum beside its models' mean; an update holds more than a model, so a further edge round
+    /// could not start from it: one edge round.
+    fn edge_rule(&self, _params: &Params) -> EdgeAggregation {
+        EdgeAggregation::Mean {
+            several_edge_rounds: false,
+            sums: &[CONTROL_DELTA],
+        }
+    }
+
+    fn server(&self, params: &Params, _: &Setting<'_>, num_params: usize) -> Box<dyn Strategy> {
+        Box::new(ScaffoldServer::new(*params, num_params))
+    }
+
+    fn client(&self, _params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
+        Arc::new(ScaffoldClient)
     }
 }
 
 /// The server half: the model step and the server control variate.
 #[derive(Debug, Clone)]
-pub struct Scaffold {
+pub struct ScaffoldServer {
     params: Params,
     /// The server control variate `c`.
     control: Vec<f32>,
 }
 
-impl Scaffold {
+impl ScaffoldServer {
     /// A server whose control variate is zero, for a model of `num_params` values.
     pub fn new(params: Params, num_params: usize) -> Self {
         Self {
@@ -92,7 +126,7 @@ impl Scaffold {
     }
 }
 
-impl Strategy for Scaffold {
+impl Strategy for ScaffoldServer {
     fn downlink(&self) -> Tensors {
         Tensors::new().with(CONTROL, self.control.clone())
     }
@@ -198,7 +232,7 @@ mod tests {
     #[test]
     fn the_server_moves_its_control_by_the_mean_change_over_all_clients() {
         // Ten clients in the federation, two report Δc of 1 and 3: c = 0 + 4 / 10.
-        let mut server = Scaffold::new(Params { server_lr: 0.5 }, 1);
+        let mut server = ScaffoldServer::new(Params { server_lr: 0.5 }, 1);
         let mut a = update(0, 10, vec![3.0]);
         a.extras = Tensors::new().with(CONTROL_DELTA, vec![1.0]);
         let mut b = update(1, 10, vec![5.0]);

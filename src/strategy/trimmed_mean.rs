@@ -9,9 +9,45 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::config::fraction_below;
 use super::vector::coordinatewise;
-use super::{Aggregate, Collected, Round, Strategy};
+use super::{Aggregate, Algorithm, Collected, EdgeAggregation, Round, Setting, Strategy};
+use crate::config::check::Problems;
+
+/// The coordinate-wise trimmed mean: plain local SGD, and the server half
+/// [`TrimmedMeanServer`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrimmedMean;
+
+impl Algorithm for TrimmedMean {
+    type Params = Params;
+
+    fn name(&self) -> &'static str {
+        "trimmed_mean"
+    }
+
+    fn paper(&self) -> &'static str {
+        super::median::PAPER
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "trim",
+            "fraction β trimmed from each end of every coordinate, in [0, 0.5)",
+        )]
+    }
+
+    fn check(&self, params: &Params, _: &Setting<'_>, problems: &mut Problems) {
+        problems.fraction_below("trim", params.trim, 0.5);
+    }
+
+    fn edge_rule(&self, _params: &Params) -> EdgeAggregation {
+        EdgeAggregation::ROBUST
+    }
+
+    fn server(&self, params: &Params, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        Box::new(TrimmedMeanServer::new(*params))
+    }
+}
 
 /// The trimmed mean's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -27,33 +63,20 @@ impl Default for Params {
     }
 }
 
-/// What each parameter means, for `fedsim strategies`.
-pub const DOCS: &[(&str, &str)] = &[(
-    "trim",
-    "fraction β trimmed from each end of every coordinate, in [0, 0.5)",
-)];
-
-impl Params {
-    /// The rules these values break, as (field, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
-        fraction_below("trim", self.trim, 0.5).into_iter().collect()
-    }
-}
-
 /// The server half.
 #[derive(Debug, Clone, Copy)]
-pub struct TrimmedMean {
+pub struct TrimmedMeanServer {
     trim: f64,
 }
 
-impl TrimmedMean {
+impl TrimmedMeanServer {
     /// A server trimming `params.trim` from each end.
     pub fn new(params: Params) -> Self {
         Self { trim: params.trim }
     }
 }
 
-impl Strategy for TrimmedMean {
+impl Strategy for TrimmedMeanServer {
     fn aggregate(
         &mut self,
         _round: &Round<'_>,
@@ -92,7 +115,7 @@ fn trimmed_mean(values: &mut [f32], k: usize, share: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::FedAvg;
+    use super::super::FedAvgServer;
     use super::super::testing::{round, update};
     use super::super::vector::reference::{Weight, mean_params};
     use super::*;
@@ -114,8 +137,11 @@ mod tests {
             .enumerate()
             .map(|(i, &(a, b))| update(i, 10, vec![a, b]))
             .collect();
-        let next =
-            TrimmedMean::new(Params { trim: 0.2 }).aggregate_updates(&round(), &[0.0; 2], &updates);
+        let next = TrimmedMeanServer::new(Params { trim: 0.2 }).aggregate_updates(
+            &round(),
+            &[0.0; 2],
+            &updates,
+        );
         assert_eq!(next.model, vec![3.0, 1.0]);
     }
 
@@ -126,11 +152,14 @@ mod tests {
             update(1, 25, vec![1.7, -0.2, 0.3]),
             update(2, 25, vec![-0.9, 0.01, 2.5]),
         ];
-        let trimmed =
-            TrimmedMean::new(Params { trim: 0.0 }).aggregate_updates(&round(), &[0.0; 3], &updates);
+        let trimmed = TrimmedMeanServer::new(Params { trim: 0.0 }).aggregate_updates(
+            &round(),
+            &[0.0; 3],
+            &updates,
+        );
         assert_eq!(
             trimmed.model,
-            FedAvg
+            FedAvgServer
                 .aggregate_updates(&round(), &[0.0; 3], &updates)
                 .model
         );

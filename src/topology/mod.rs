@@ -295,7 +295,7 @@ pub fn run_over<E>(
                             index,
                             mode: *mode,
                             edge_rounds: *edge_rounds,
-                            edge: plan.edge_aggregation.clone(),
+                            edge: plan.edge_aggregation,
                             server_link: plan.network.server_link,
                             panic_rounds: plan
                                 .scheduler_panics

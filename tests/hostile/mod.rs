@@ -12,6 +12,7 @@ use fedsim::data::leaf::{LeafTask, parse_file};
 use fedsim::data::numpy::Array;
 use fedsim::data::partition::Partition;
 use fedsim::data::tabular::parse_csv;
+use fedsim::registry::Registry;
 
 /// An experiment file's bytes: parsed and validated, and the error displayed. Then the same
 /// bytes as a `--set` argument, applied to the shipped default experiment's JSON.
@@ -20,7 +21,7 @@ pub fn experiment_file(data: &[u8]) {
         return;
     };
     if let Ok(value) = serde_json::from_str(text) {
-        match ExperimentConfig::from_value(value, Path::new("fuzzed.json")) {
+        match ExperimentConfig::from_value(value, Path::new("fuzzed.json"), &Registry::builtin()) {
             Ok(config) => assert!(config.problems().is_empty()),
             Err(error) => assert!(!error.to_string().is_empty()),
         }

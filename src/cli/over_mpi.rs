@@ -1,25 +1,25 @@
-//! `fedsim run` as one rank of a run over MPI (the binary's part; the library's is
-//! `fedsim::cluster`). Rank 0 opens the run as a plain `fedsim run` would, hands the
+//! `fedsim run` as one rank of a run over MPI (the command line's part; the cluster's is
+//! [`crate::cluster`]). Rank 0 opens the run as a plain `fedsim run` would, hands the
 //! experiment to the other ranks and plays the rounds; the others run their tiers until
 //! rank 0 ends the tree. Every rank then meets rank 0 once more to total the real traffic.
 
-use fedsim::cli::RunArgs;
-use fedsim::cluster::{Cluster, MpiConnector, MpiRecord};
-use fedsim::report::say;
-use fedsim::stop::StopSignal;
-use fedsim::topology::Spread;
-use fedsim::{Error, Experiment};
+use super::run::{Job, report, say_traffic};
+use super::{Failure, RunArgs, exit_code};
+use crate::cluster::{Cluster, MpiConnector, MpiRecord};
+use crate::registry::Registry;
+use crate::report::say;
+use crate::stop::StopSignal;
+use crate::topology::Spread;
+use crate::{Error, Experiment};
 
-use super::{Failure, Job, exit_code, report, say_traffic};
-
-/// Plays this rank's part of the run `args` ask for.
-pub fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
+/// Plays this rank's part of the run `args` ask for, with the components of `registry`.
+pub(super) fn run(args: &RunArgs, registry: &Registry, stop: &StopSignal) -> Result<(), Failure> {
     let cluster = Cluster::start().map_err(|e| (e.into(), None))?;
     if cluster.rank() != 0 {
-        serve(cluster, stop);
+        serve(cluster, registry, stop);
         return Ok(());
     }
-    let (job, placement) = match Job::open(args, cluster.size()) {
+    let (job, placement) = match Job::open(args, registry, cluster.size()) {
         Ok(Some(opened)) => opened,
         other => {
             // The other ranks end quietly; this one says why (or that nothing is left to do).
@@ -43,7 +43,7 @@ pub fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
     let result = job.play(spread, args.quiet, stop);
     let failure = result.as_ref().err().map(|(error, _)| error);
     let record = finish(&cluster, connector, failure).expect("rank 0 gathers the record");
-    let written = fedsim::report::run_folder::write_atomically(
+    let written = crate::report::run_folder::write_atomically(
         &dir.join("mpi.json"),
         serde_json::to_string_pretty(&record)
             .expect("the record serialises")
@@ -59,12 +59,12 @@ pub fn run(args: &RunArgs, stop: &StopSignal) -> Result<(), Failure> {
 /// Runs the tiers of a rank other than 0. Their failures reach rank 0 through the tree (a
 /// client's error, a tier that ended), which reports them and sets the exit code; this rank
 /// adds what only it knows, on stderr.
-fn serve(cluster: Cluster, stop: &StopSignal) {
+fn serve(cluster: Cluster, registry: &Registry, stop: &StopSignal) {
     let rank = cluster.rank();
     let Some(config) = cluster.share(None) else {
         return;
     };
-    let prepared = Experiment::prepare(config).and_then(|experiment| {
+    let prepared = Experiment::prepare(config, registry).and_then(|experiment| {
         let placement = experiment.placement(cluster.size())?;
         Ok((experiment, placement))
     });

@@ -1,0 +1,251 @@
+//! The `fedsim` command line as a library call: [`main`] parses the arguments, runs the
+//! command with the components a [`Registry`] holds, and prints. The `fedsim` binary is
+//! `cli::main(Registry::builtin())`; a user's crate that registers its own algorithms gets
+//! every command (`run`, `--resume`, `sweep`, `report`, `strategies`, `partition`, runs over
+//! MPI) with its plug-ins beside the built-ins by calling it with its own registry.
+//!
+//! ```no_run
+//! use fedsim::registry::Registry;
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let mut registry = Registry::builder().with_builtins();
+//!     registry.origin(fedsim::origin!());
+//!     // registry.algorithm(MyAlgorithm).expect("a name of its own");
+//!     fedsim::cli::main(registry.build())
+//! }
+//! ```
+
+mod args;
+#[cfg(feature = "mpi")]
+mod over_mpi;
+mod run;
+mod sweep;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use clap::Parser;
+
+pub use args::{
+    Cli, Command, DataCommand, ExperimentArgs, FetchArgs, ReportArgs, RunArgs, SweepArgs,
+};
+
+use crate::backend::BackendKind;
+use crate::registry::Registry;
+use crate::report::say;
+use crate::stop::StopSignal;
+use crate::strategy::EdgeAggregation;
+use crate::{Error, Experiment, ExperimentConfig};
+
+/// The allocator the `fedsim` binary runs with: burn's CPU backend trains about twice as fast
+/// with it as with the system's (its large tensors are mapped and unmapped at every step
+/// otherwise). A binary of a user's crate can take it too:
+/// `#[global_allocator] static ALLOCATOR: fedsim::cli::Allocator = fedsim::cli::Allocator;`
+pub use mimalloc::MiMalloc as Allocator;
+
+/// Runs the command line of this process with the components of `registry`, and returns the
+/// exit code: 0, 1 for a run that failed, 2 for bad input, 128 + the signal for a run that a
+/// signal stopped.
+pub fn main(registry: Registry) -> ExitCode {
+    let cli = Cli::parse();
+    let stop = StopSignal::new();
+    let mut signal = None;
+    let outcome = match cli.command {
+        Command::Run(args) => {
+            // Only a run has work worth stopping cleanly; other commands end as signals say.
+            signal = Some(watch_signals(&stop));
+            run::run_command(&args, &registry, &stop)
+        }
+        Command::Partition { experiment, plot } => {
+            partition(&experiment, plot.as_deref(), &registry)
+        }
+        Command::Report(args) => sweep::report_runs(&args, &registry),
+        Command::Sweep(args) => {
+            signal = Some(watch_signals(&stop));
+            sweep::sweep(&args, &registry, &stop)
+        }
+        Command::Strategies => {
+            print!("{}", strategies(&registry));
+            Ok(())
+        }
+        Command::Data(DataCommand::Fetch(args)) => fetch(&args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((Error::Stopped { round }, dir)) => {
+            if let Some(dir) = dir {
+                eprintln!(
+                    "stopped after round {round}; the run folder keeps what it has done. Continue it with:\n  fedsim run --resume {}",
+                    dir.display()
+                );
+            }
+            // As shells report a process ended by a signal: 128 + its number.
+            let received = signal.map_or(0, |s| s.load(Ordering::SeqCst));
+            let code = 128 + received;
+            ExitCode::from(u8::try_from(code).unwrap_or(1))
+        }
+        Err((error, _)) => {
+            eprintln!("error: {error}");
+            ExitCode::from(exit_code(&error))
+        }
+    }
+}
+
+/// What a command failed with, and the run folder a stopped run can be continued from.
+type Failure = (Error, Option<PathBuf>);
+
+/// Reads an experiment file with its overrides, and the `--backend` flag as one more, its
+/// registered sections read with `registry`.
+fn load(
+    experiment: &Path,
+    overrides: &[String],
+    backend: Option<BackendKind>,
+    registry: &Registry,
+) -> Result<ExperimentConfig, Error> {
+    let mut overrides = overrides.to_vec();
+    if let Some(backend) = backend {
+        overrides.push(format!("backend={}", backend.name()));
+    }
+    Ok(ExperimentConfig::load(experiment, &overrides, registry)?)
+}
+
+/// The exit code of a command that failed with `error`: 2 for bad input, 1 for the rest.
+fn exit_code(error: &Error) -> u8 {
+    if error.is_bad_input() { 2 } else { 1 }
+}
+
+/// Downloads, checks and unpacks a data set, and says how an experiment names it.
+fn fetch(args: &FetchArgs) -> Result<(), Failure> {
+    use crate::data::fetch::{Fetch, REMOTES};
+    let remote = REMOTES
+        .iter()
+        .find(|r| r.name == args.name)
+        .expect("clap accepts only known names");
+    let mut fetch = Fetch::new(remote);
+    if let Some(url) = &args.url {
+        fetch.url = url.clone();
+    }
+    fetch.progress = !args.quiet;
+    let folder = fetch.run(&args.dir).map_err(|e| (e.into(), None))?;
+    say(format_args!(
+        "{} is in {}; an experiment reads it with\n  \"data\": {{\"dataset\": \"{}\", \"dir\": {:?}}}",
+        remote.name,
+        folder.display(),
+        remote.name,
+        folder.display().to_string()
+    ));
+    Ok(())
+}
+
+/// The algorithms, their parameters and papers, as `fedsim strategies` prints them; those
+/// another crate registered say which.
+fn strategies(registry: &Registry) -> String {
+    let mut out = String::from(
+        "Set the algorithm in an experiment file's \"strategy\", e.g.\n  \"strategy\": {\"name\": \"fedadam\", \"server_lr\": 0.01}\nEvery parameter may be left out for its default.\n",
+    );
+    for algorithm in registry.algorithms() {
+        out += &format!("\n{}\n  paper: {}\n", algorithm.name, algorithm.paper);
+        if algorithm.origin != crate::registry::Origin::fedsim() {
+            let origin = &algorithm.origin;
+            out += &format!("  from: {} {}\n", origin.crate_name, origin.version);
+        }
+        for param in &algorithm.params {
+            out += &format!("  {} = {}: {}\n", param.name, param.default, param.doc);
+        }
+        out += match algorithm.edge {
+            EdgeAggregation::Mean {
+                several_edge_rounds: true,
+                ..
+            } => "  aggregating schedulers: yes\n".to_string(),
+            EdgeAggregation::Mean { .. } => {
+                "  aggregating schedulers: yes, with 1 edge round\n".to_string()
+            }
+            EdgeAggregation::Unsupported(reason) => {
+                format!("  aggregating schedulers: no ({reason})\n")
+            }
+        }
+        .as_str();
+    }
+    out
+}
+
+/// On Ctrl-C or SIGTERM, asks the run to stop after the work in flight and records the signal;
+/// a second one ends the process at once.
+#[cfg(unix)]
+fn watch_signals(stop: &StopSignal) -> Arc<AtomicI32> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let received = Arc::new(AtomicI32::new(0));
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .expect("signal handlers can be installed");
+    let (stop, first) = (stop.clone(), received.clone());
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            if first.swap(signal, Ordering::SeqCst) != 0 {
+                std::process::exit(128 + signal);
+            }
+            eprintln!(
+                "\nstopping after the work in flight (press Ctrl-C again to quit at once){}",
+                launcher_note()
+            );
+            stop.request();
+        }
+    });
+    received
+}
+
+/// Why a rank of a run over MPI may be asked to stop: its launcher ends every rank so.
+fn launcher_note() -> &'static str {
+    #[cfg(feature = "mpi")]
+    if crate::cluster::launched() {
+        return "; under mpirun, every rank is asked to stop when one of them fails or mpirun is interrupted, and mpirun names the rank";
+    }
+    ""
+}
+
+#[cfg(not(unix))]
+fn watch_signals(_stop: &StopSignal) -> Arc<AtomicI32> {
+    Arc::new(AtomicI32::new(0))
+}
+
+/// `fedsim partition`: each client's label counts, and their chart if asked for.
+fn partition(
+    args: &ExperimentArgs,
+    plot: Option<&Path>,
+    registry: &Registry,
+) -> Result<(), Failure> {
+    let experiment = load(&args.experiment, &args.overrides, None, registry)
+        .and_then(|config| Experiment::prepare(config, registry))
+        .map_err(|e| (e, None))?;
+    let stats = experiment.partition_stats();
+    let counts = &stats.label_counts;
+    let classes = counts.first().map_or(0, Vec::len);
+    let header: String = (0..classes).map(|c| format!("{c:>6}")).collect();
+    say(format_args!("client  samples{header}"));
+    for (client, row) in counts.iter().enumerate() {
+        let cells: String = row.iter().map(|n| format!("{n:>6}")).collect();
+        say(format_args!(
+            "{client:>6}  {:>7}{cells}",
+            row.iter().sum::<usize>()
+        ));
+    }
+    say(format_args!(
+        "{} clients; samples per client: min {}, median {}, max {}; mean label entropy {:.3} bits (log2 {classes} = {:.3} for all classes alike)",
+        stats.clients,
+        stats.samples_min,
+        stats.samples_median,
+        stats.samples_max,
+        stats.mean_label_entropy_bits,
+        (classes as f64).log2()
+    ));
+    if let Some(path) = plot {
+        let title = format!("Labels per client: {}", experiment.config().name);
+        let svg = crate::compare::plots::label_distribution(counts, &title)
+            .expect("a chart draws to memory");
+        crate::report::run_folder::write_atomically(path, svg.as_bytes())
+            .map_err(|e| (e.into(), None))?;
+        say(format_args!("label chart: {}", path.display()));
+    }
+    Ok(())
+}

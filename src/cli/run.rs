@@ -1,0 +1,216 @@
+//! `fedsim run`: a new run or a resumed one, in this process or as one rank of a run over MPI,
+//! and what it prints.
+
+use std::path::{Path, PathBuf};
+
+use super::{Failure, RunArgs, load};
+use crate::config::Placement;
+use crate::registry::Registry;
+use crate::report::{Progress, RunFolder, say};
+use crate::stop::StopSignal;
+use crate::topology::{InProcess, Spread};
+use crate::{Experiment, Resumable, RunResult};
+
+/// `fedsim run`: in this process, or, when an MPI launcher started it, as one rank of a run
+/// over MPI.
+pub(super) fn run_command(
+    args: &RunArgs,
+    registry: &Registry,
+    stop: &StopSignal,
+) -> Result<(), Failure> {
+    #[cfg(feature = "mpi")]
+    if crate::cluster::launched() {
+        return super::over_mpi::run(args, registry, stop);
+    }
+    let Some((job, placement)) = Job::open(args, registry, 1)? else {
+        return Ok(());
+    };
+    let spread = Spread {
+        placement,
+        connector: &mut InProcess,
+    };
+    if let Some(result) = job.play(spread, args.quiet, stop)? {
+        report(&result);
+    }
+    Ok(())
+}
+
+/// A run to play: a new one in its new folder, or one to continue.
+pub(super) enum Job {
+    New {
+        experiment: Box<Experiment>,
+        folder: RunFolder,
+        dir: PathBuf,
+    },
+    Resume {
+        resumable: Box<Resumable>,
+        dir: PathBuf,
+    },
+}
+
+impl Job {
+    /// The run `args` ask for, announced, with its tiers placed on `ranks` processes; `None`
+    /// when it has nothing left to do.
+    pub(super) fn open(
+        args: &RunArgs,
+        registry: &Registry,
+        ranks: usize,
+    ) -> Result<Option<(Job, Placement)>, Failure> {
+        match &args.resume {
+            Some(dir) => Job::resume(dir, registry, ranks),
+            None => Job::start(args, registry, ranks).map(Some),
+        }
+    }
+
+    fn start(
+        args: &RunArgs,
+        registry: &Registry,
+        ranks: usize,
+    ) -> Result<(Job, Placement), Failure> {
+        let experiment = args.experiment.as_deref().expect("clap requires it");
+        let experiment = load(experiment, &args.overrides, args.backend, registry)
+            .and_then(|config| Experiment::prepare(config, registry))
+            .map_err(|e| (e, None))?;
+        let placement = experiment.placement(ranks).map_err(|e| (e, None))?;
+        let config = experiment.config();
+        let dir = args
+            .out
+            .clone()
+            .unwrap_or_else(|| RunFolder::default_dir(&config.name));
+        let folder = RunFolder::create(&dir).map_err(|e| (e.into(), None))?;
+        say(format_args!(
+            "{}: {} model, {} clients ({} per round), {} rounds on {}; results in {}",
+            config.name,
+            config.model.name(),
+            config.federation.num_clients,
+            config.federation.clients_per_round,
+            config.federation.rounds,
+            config.backend.name(),
+            dir.display()
+        ));
+        let job = Job::New {
+            experiment: Box::new(experiment),
+            folder,
+            dir,
+        };
+        Ok((job, placement))
+    }
+
+    fn resume(
+        dir: &Path,
+        registry: &Registry,
+        ranks: usize,
+    ) -> Result<Option<(Job, Placement)>, Failure> {
+        let resumable = Resumable::open(dir, registry).map_err(|e| (e, None))?;
+        let placement = resumable
+            .experiment()
+            .placement(ranks)
+            .map_err(|e| (e, None))?;
+        let config = resumable.experiment().config();
+        let (done, rounds) = (resumable.rounds_done(), config.federation.rounds);
+        if resumable.is_finished() {
+            say(format_args!(
+                "nothing to do: {} finished all {rounds} rounds",
+                dir.display()
+            ));
+            return Ok(None);
+        }
+        say(format_args!(
+            "{}: continuing after round {done} of {rounds}; results in {}",
+            config.name,
+            dir.display()
+        ));
+        let job = Job::Resume {
+            resumable: Box::new(resumable),
+            dir: dir.to_path_buf(),
+        };
+        Ok(Some((job, placement)))
+    }
+
+    pub(super) fn experiment(&self) -> &Experiment {
+        match self {
+            Job::New { experiment, .. } => experiment,
+            Job::Resume { resumable, .. } => resumable.experiment(),
+        }
+    }
+
+    /// The run folder.
+    pub(super) fn dir(&self) -> &Path {
+        match self {
+            Job::New { dir, .. } | Job::Resume { dir, .. } => dir,
+        }
+    }
+
+    /// Plays the rounds left with a progress bar (unless `quiet`), the tiers placed as
+    /// `spread` says; the result of the last round, if the run played it.
+    pub(super) fn play(
+        self,
+        spread: Spread<'_>,
+        quiet: bool,
+        stop: &StopSignal,
+    ) -> Result<Option<RunResult>, Failure> {
+        let dir = self.dir().to_path_buf();
+        let rounds = self.experiment().config().federation.rounds;
+        let result = match self {
+            Job::New {
+                experiment,
+                mut folder,
+                ..
+            } => {
+                let progress = Progress::for_stdout(rounds, 0, quiet);
+                let result = experiment.run_spread(&mut folder, &progress, stop, spread);
+                progress.finish();
+                result.map(Some)
+            }
+            Job::Resume { resumable, .. } => {
+                let progress = Progress::for_stdout(rounds, resumable.rounds_done(), quiet);
+                let result = resumable.run_spread(&progress, stop, spread);
+                progress.finish();
+                result
+            }
+        };
+        result.map_err(|e| (e, Some(dir)))
+    }
+}
+
+/// Prints a finished run's outcome.
+pub(super) fn report(result: &RunResult) {
+    let summary = &result.summary;
+    say(format_args!(
+        "done: test accuracy {:.2}% (best {:.2}%) after {} rounds in {:.1} s{}",
+        100.0 * summary.final_accuracy,
+        100.0 * summary.best_accuracy,
+        summary.rounds,
+        summary.wall_seconds,
+        summary
+            .peak_resident_bytes
+            .map(|b| format!(", peak memory {:.0} MB", b as f64 / 1e6))
+            .unwrap_or_default(),
+    ));
+    for tier in &summary.traffic {
+        say_traffic(
+            &format!("{} tier", tier.tier),
+            "messages",
+            (tier.bytes_down, tier.messages_down),
+            (tier.bytes_up, tier.messages_up),
+        );
+    }
+    if summary.sim_time_s > 0.0 || summary.dropped_clients > 0 {
+        say(format_args!(
+            "  simulated time {:.1} s; {} sampled clients left out",
+            summary.sim_time_s, summary.dropped_clients
+        ));
+    }
+}
+
+/// Prints one tier's traffic, `(bytes, count)` down and up, under `label`; `unit` names what
+/// was counted.
+pub(super) fn say_traffic(label: &str, unit: &str, down: (u64, u64), up: (u64, u64)) {
+    say(format_args!(
+        "  {label}: {:.1} MB down in {} {unit}, {:.1} MB up in {} {unit}",
+        down.0 as f64 / 1e6,
+        down.1,
+        up.0 as f64 / 1e6,
+        up.1,
+    ));
+}
