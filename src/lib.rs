@@ -19,6 +19,7 @@ pub mod cli;
 pub mod cluster;
 pub mod compare;
 pub mod config;
+pub mod conformance;
 pub mod data;
 pub mod experiment;
 pub mod model;

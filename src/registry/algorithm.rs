@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::{Origin, Registered};
 use crate::config::check::Problems;
-use crate::strategy::{Algorithm, ClientAlgorithm, EdgeAggregation, Setting, Strategy};
+use crate::strategy::{Algorithm, ClientAlgorithm, EdgeAggregation, Reduction, Setting, Strategy};
 
 /// One parameter as `fedsim strategies` lists it.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +32,9 @@ pub struct AlgorithmInfo {
     pub params: Vec<ParamInfo>,
     /// How an aggregating scheduler may pre-combine its group, with the default parameters.
     pub edge: EdgeAggregation,
+    /// The settings in which it gives another algorithm's results to the bit, its parameters
+    /// as the experiment file's `strategy` section holds them.
+    pub reductions: Vec<Reduction<Map<String, Value>>>,
     /// The crate that registered it.
     pub origin: Origin,
 }
@@ -63,6 +66,7 @@ impl AlgorithmInfo {
             paper: entry.paper(),
             params,
             edge: defaults.edge_rule(),
+            reductions: entry.reductions(),
             origin: registered.origin.clone(),
         }
     }
@@ -131,6 +135,8 @@ pub(super) trait Entry: Send + Sync {
     fn choose(&self, params: Map<String, Value>) -> Result<Arc<dyn Chosen>, (String, String)>;
     /// The algorithm with its default parameters.
     fn defaults(&self) -> Arc<dyn Chosen>;
+    /// Its reductions, their parameters as JSON.
+    fn reductions(&self) -> Vec<Reduction<Map<String, Value>>>;
 }
 
 /// An algorithm with its parameters, their type erased.
@@ -187,6 +193,19 @@ impl<A: Algorithm> Entry for Plugged<A> {
 
     fn defaults(&self) -> Arc<dyn Chosen> {
         self.with(A::Params::default())
+    }
+
+    fn reductions(&self) -> Vec<Reduction<Map<String, Value>>> {
+        self.0
+            .reductions()
+            .into_iter()
+            .map(|reduction| Reduction {
+                params: self.with(reduction.params).params(),
+                equals: reduction.equals,
+                equal_clients: reduction.equal_clients,
+                first_round_only: reduction.first_round_only,
+            })
+            .collect()
     }
 }
 

@@ -18,6 +18,9 @@ pub enum Progress {
     },
     /// Nothing.
     Silent,
+    /// Each finished round handed to a function, on the thread that runs the experiment: for
+    /// a program that embeds fedsim and follows (or stops) its runs.
+    Each(Box<dyn Fn(&RoundRecord) + Send + Sync>),
 }
 
 impl Progress {
@@ -62,6 +65,7 @@ impl Progress {
                     record.round, record.wall_ms
                 ))
             }
+            Progress::Each(follow) => follow(record),
             Progress::Silent => {}
         }
     }

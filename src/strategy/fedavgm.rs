@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::vector::{combination, difference, squared_norm, weighted_sum};
 use super::{
-    Aggregate, Algorithm, Collected, EdgeAggregation, Reads, Round, Setting, Strategy, Sum,
-    Weighting,
+    Aggregate, Algorithm, Collected, EdgeAggregation, Reads, Reduction, Round, Setting, Strategy,
+    Sum, Weighting,
 };
 use crate::config::check::Problems;
 use crate::network::Tensors;
@@ -54,6 +54,15 @@ impl Algorithm for FedAvgM {
 
     fn server(&self, params: &Params, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
         Box::new(FedAvgMServer::new(*params))
+    }
+
+    /// Without momentum and with a unit step, FedAvg.
+    fn reductions(&self) -> Vec<Reduction<Params>> {
+        let plain = Params {
+            server_lr: 1.0,
+            momentum: 0.0,
+        };
+        vec![Reduction::to("fedavg", plain)]
     }
 }
 

@@ -21,7 +21,9 @@
 //! is FedAvg's to the bit.
 
 use super::vector::combination;
-use super::{Aggregate, Algorithm, Collected, EdgeAggregation, NoParams, Round, Setting, Strategy};
+use super::{
+    Aggregate, Algorithm, Collected, EdgeAggregation, NoParams, Reduction, Round, Setting, Strategy,
+};
 
 /// FedNova: plain local SGD, and the normalising server half [`FedNovaServer`]. It has no
 /// parameters beyond the local ones (`client.momentum` sets `ρ`).
@@ -47,6 +49,11 @@ impl Algorithm for FedNova {
 
     fn server(&self, _: &NoParams, setting: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
         Box::new(FedNovaServer::new(setting.client.momentum))
+    }
+
+    /// Equal clients take equal numbers of steps: FedAvg.
+    fn reductions(&self) -> Vec<Reduction<NoParams>> {
+        vec![Reduction::to("fedavg", NoParams {}).on_equal_clients()]
     }
 }
 

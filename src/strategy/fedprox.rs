@@ -20,8 +20,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, Objective, Setting,
-    Strategy,
+    Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, Objective, Reduction,
+    Setting, Strategy,
 };
 use crate::config::check::Problems;
 use crate::network::Tensors;
@@ -61,6 +61,11 @@ impl Algorithm for FedProx {
         Arc::new(ProximalClient {
             mu: params.mu as f32,
         })
+    }
+
+    /// Without the proximal term, FedAvg.
+    fn reductions(&self) -> Vec<Reduction<Params>> {
+        vec![Reduction::to("fedavg", Params { mu: 0.0 })]
     }
 }
 

@@ -93,6 +93,54 @@ pub trait Algorithm: Send + Sync + 'static {
     fn client(&self, _params: &Self::Params, _setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
         Arc::new(PlainClient)
     }
+
+    /// The settings in which the algorithm gives another's results to the bit (FedProx with
+    /// `mu` 0 is FedAvg): promises the conformance kit ([`crate::conformance`]) checks.
+    fn reductions(&self) -> Vec<Reduction<Self::Params>> {
+        Vec::new()
+    }
+}
+
+/// A setting in which an algorithm gives another's results to the bit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reduction<P> {
+    /// The algorithm's parameters in that setting.
+    pub params: P,
+    /// The registered algorithm it then equals, with that one's default parameters.
+    pub equals: &'static str,
+    /// Whether it holds only when every client holds as many samples as every other (a rule
+    /// that counts clients equally is FedAvg's sample-weighted mean only then).
+    pub equal_clients: bool,
+    /// Whether it holds only in the first round (before any state differs).
+    pub first_round_only: bool,
+}
+
+impl<P> Reduction<P> {
+    /// With `params` the algorithm equals `equals` on any clients, in every round.
+    pub fn to(equals: &'static str, params: P) -> Self {
+        Self {
+            params,
+            equals,
+            equal_clients: false,
+            first_round_only: false,
+        }
+    }
+
+    /// This reduction, holding only on clients of equal size.
+    pub fn on_equal_clients(self) -> Self {
+        Self {
+            equal_clients: true,
+            ..self
+        }
+    }
+
+    /// This reduction, holding only in the first round.
+    pub fn in_first_round(self) -> Self {
+        Self {
+            first_round_only: true,
+            ..self
+        }
+    }
 }
 
 /// The parts of the experiment an algorithm may depend on.

@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 
 use super::vector::{combination, squared_distance};
 use super::{
-    Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Round, Setting,
-    Strategy, Trained,
+    Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Reduction,
+    Round, Setting, Strategy, Trained,
 };
 use crate::config::check::Problems;
 use crate::network::Tensors;
@@ -109,6 +109,15 @@ impl Algorithm for QFfl {
 
     fn client(&self, _params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
         Arc::new(QFflClient)
+    }
+
+    /// With `q` 0, the plain mean of the models, which is FedAvg's on equal clients.
+    fn reductions(&self) -> Vec<Reduction<Params>> {
+        let fair_to_none = Params {
+            q: 0.0,
+            lipschitz: None,
+        };
+        vec![Reduction::to("fedavg", fair_to_none).on_equal_clients()]
     }
 }
 

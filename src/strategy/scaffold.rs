@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::vector::{combination, squared_norm, weighted_sum};
 use super::{
     Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Objective,
-    Reads, Round, Setting, Strategy, Sum, Trained, Weighting,
+    Reads, Reduction, Round, Setting, Strategy, Sum, Trained, Weighting,
 };
 use crate::config::check::Problems;
 use crate::network::Tensors;
@@ -105,6 +105,11 @@ impl Algorithm for Scaffold {
 
     fn client(&self, _params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
         Arc::new(ScaffoldClient)
+    }
+
+    /// Every control variate is zero in the first round: that round is FedAvg's.
+    fn reductions(&self) -> Vec<Reduction<Params>> {
+        vec![Reduction::to("fedavg", Params::default()).in_first_round()]
     }
 }
 

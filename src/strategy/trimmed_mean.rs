@@ -10,7 +10,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::vector::coordinatewise;
-use super::{Aggregate, Algorithm, Collected, EdgeAggregation, Round, Setting, Strategy};
+use super::{
+    Aggregate, Algorithm, Collected, EdgeAggregation, Reduction, Round, Setting, Strategy,
+};
 use crate::config::check::Problems;
 
 /// The coordinate-wise trimmed mean: plain local SGD, and the server half
@@ -46,6 +48,11 @@ impl Algorithm for TrimmedMean {
 
     fn server(&self, params: &Params, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
         Box::new(TrimmedMeanServer::new(*params))
+    }
+
+    /// Trimming nothing is the plain mean, which is FedAvg's on equal clients.
+    fn reductions(&self) -> Vec<Reduction<Params>> {
+        vec![Reduction::to("fedavg", Params { trim: 0.0 }).on_equal_clients()]
     }
 }
 

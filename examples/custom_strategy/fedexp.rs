@@ -1,4 +1,4 @@
-//! Bring your own algorithm: FedExP as a plug-in, in one file, beside fedsim's built-ins.
+//! FedExP as a plug-in: the whole algorithm, in one file (`main.rs` registers it).
 //!
 //! FedExP (Jhunjhunwala, Wang and Joshi 2023, "FedExP: Speeding Up Federated Averaging via
 //! Extrapolation", ICLR) keeps FedAvg's clients and changes only the server's step: each
@@ -13,31 +13,20 @@
 //!
 //! When the clients' changes agree, `Σ |Δ_i|² ≈ M |Δ̄|²` and `η_g` stays 1 (FedAvg with equal
 //! client weights); when they pull apart, the mean is short and the server steps further.
-//!
-//! ```sh
-//! cargo run --release --example custom_strategy -- strategies
-//! cargo run --release --example custom_strategy -- run examples/custom_strategy.json
-//! ```
-
-use std::process::ExitCode;
 
 use fedsim::config::check::Problems;
-use fedsim::registry::{Origin, Registry};
 use fedsim::strategy::vector::{combination, squared_distance, weighted_sum};
 use fedsim::strategy::{
     Aggregate, Algorithm, Collected, EdgeAggregation, Round, Setting, Strategy,
 };
 use serde::{Deserialize, Serialize};
 
-#[global_allocator]
-static ALLOCATOR: fedsim::cli::Allocator = fedsim::cli::Allocator;
-
 /// FedExP's parameter, as the experiment file gives it: `{"name": "fedexp", "epsilon": 0.001}`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-struct Params {
+pub struct Params {
     /// `ε`, which keeps the step finite when the clients' mean change is tiny.
-    epsilon: f64,
+    pub epsilon: f64,
 }
 
 impl Default for Params {
@@ -47,7 +36,7 @@ impl Default for Params {
 }
 
 /// The algorithm as the registry knows it: its name, paper, parameters and halves.
-struct FedExP;
+pub struct FedExP;
 
 impl Algorithm for FedExP {
     type Params = Params;
@@ -101,18 +90,4 @@ impl Strategy for FedExPServer {
         let next = combination(&[(&mean, eta as f32), (x, (1.0 - eta) as f32)]);
         Aggregate::model(next).with("server_lr", eta)
     }
-}
-
-fn main() -> ExitCode {
-    let mut registry = Registry::builder().with_builtins();
-    // A crate of your own says `registry.origin(fedsim::origin!())`: its name and version. An
-    // example is part of fedsim's package, so it names itself.
-    registry.origin(Origin::new(
-        "fedsim-example-custom-strategy",
-        env!("CARGO_PKG_VERSION"),
-    ));
-    registry
-        .algorithm(FedExP)
-        .expect("fedexp is a name of its own");
-    fedsim::cli::main(registry.build())
 }

@@ -1,0 +1,372 @@
+//! The promises fedsim makes of every registered algorithm, checked in seconds: fedsim's own
+//! tests run the kit over every built-in, and a plug-in's author calls it from their crate's
+//! tests with their registry.
+//!
+//! ```no_run
+//! # let registry = fedsim::registry::Registry::builtin();
+//! let scratch = std::env::temp_dir().join("fedexp-conformance");
+//! let passed = fedsim::conformance::check(&registry, "fedexp", &scratch).unwrap();
+//! println!("{passed:?}");
+//! ```
+//!
+//! Each check runs the algorithm, with its default parameters, as real experiments: the
+//! built-in Breast Cancer Wisconsin table split among 13 equal clients (6 a round, 4 rounds),
+//! a logistic model, one local epoch; a run takes milliseconds. The checks:
+//!
+//! - it runs flat, under relaying schedulers, and under aggregating ones where its edge rule
+//!   allows (with two edge rounds where it allows several); where it does not, the experiment
+//!   is refused with the reason;
+//! - relaying gives the flat tree's model and records (but for the traffic) to the bit;
+//! - one worker and two give the same records and model;
+//! - a run stopped after a round and resumed from its folder ends with the bits of one that
+//!   never stopped (its server's and clients' states went through the checkpoint);
+//! - a client that fails ends the run, naming the client and the round, under relaying and
+//!   (where allowed) aggregating schedulers;
+//! - every reduction the algorithm declares ([`crate::strategy::Algorithm::reductions`])
+//!   gives the other algorithm's model and records (but for traffic and the algorithms' own
+//!   metrics) to the bit.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::config::{ExperimentConfig, Override};
+use crate::registry::Registry;
+use crate::report::{Progress, RoundRecord, RunFolder};
+use crate::stop::StopSignal;
+use crate::strategy::EdgeAggregation;
+use crate::topology::FederationError;
+use crate::{Error, Experiment, Resumable, RunResult};
+
+/// A promise the algorithm breaks, or a run the kit could not make.
+#[derive(Debug, thiserror::Error)]
+#[error("{algorithm}: {check}: {detail}")]
+pub struct Nonconformance {
+    /// The algorithm checked.
+    pub algorithm: String,
+    /// The check that failed.
+    pub check: &'static str,
+    /// What happened instead.
+    pub detail: String,
+}
+
+/// Runs every check on the algorithm registered as `algorithm`, its runs in folders under
+/// `scratch` (created if missing); returns the names of the checks that ran and held.
+pub fn check(
+    registry: &Registry,
+    algorithm: &str,
+    scratch: &Path,
+) -> Result<Vec<&'static str>, Nonconformance> {
+    let kit = Kit {
+        registry,
+        algorithm,
+        scratch: scratch.join(algorithm),
+    };
+    let info = registry.algorithm(algorithm).ok_or_else(|| {
+        kit.breach(
+            "registered",
+            "no algorithm of that name is registered".into(),
+        )
+    })?;
+    let _ = fs::remove_dir_all(&kit.scratch);
+    let mut passed = Vec::new();
+
+    let flat = kit.finish("flat", &[])?;
+    passed.push("runs flat");
+    let relay = kit.finish("relay", &[RELAY])?;
+    kit.same("relay equals flat", &relay, &flat, &["traffic"])?;
+    passed.push("relay equals flat");
+    let serial = kit.finish("one-worker", &["federation.num_parallels=1"])?;
+    kit.same("one worker equals two", &serial, &flat, &[])?;
+    passed.push("one worker equals two");
+
+    let aggregate = match info.edge {
+        EdgeAggregation::Unsupported(reason) => {
+            kit.refused("aggregating schedulers refused", &aggregate(1), reason)?;
+            passed.push("aggregating schedulers refused");
+            None
+        }
+        EdgeAggregation::Mean {
+            several_edge_rounds,
+            ..
+        } => {
+            kit.finish("aggregate", &[&aggregate(1)])?;
+            passed.push("runs under aggregating schedulers");
+            if several_edge_rounds {
+                kit.finish("aggregate-2", &[&aggregate(2)])?;
+                passed.push("runs with two edge rounds");
+            }
+            Some(aggregate(1))
+        }
+    };
+
+    kit.resumes(&flat)?;
+    passed.push("a stopped run resumes to the same bits");
+
+    let sampled = &flat.rounds[FAILING_ROUND as usize - 1].clients;
+    let first = *sampled.iter().min().expect("a round samples clients");
+    kit.fails(
+        "a failing client ends a relayed run",
+        "failing-relay",
+        RELAY,
+        first,
+    )?;
+    passed.push("a failing client ends a relayed run");
+    if let Some(aggregate) = &aggregate {
+        let check = "a failing client ends an aggregated run";
+        kit.fails(check, "failing-aggregate", aggregate, first)?;
+        passed.push(check);
+    }
+
+    for index in 0..info.reductions.len() {
+        kit.reduction(index)?;
+        passed.push("a declared reduction holds");
+    }
+    Ok(passed)
+}
+
+/// Checks the algorithm's `index`-th declared reduction alone ([`check`] checks them all).
+pub fn reduction(
+    registry: &Registry,
+    algorithm: &str,
+    index: usize,
+    scratch: &Path,
+) -> Result<(), Nonconformance> {
+    let kit = Kit {
+        registry,
+        algorithm,
+        scratch: scratch.join(algorithm),
+    };
+    kit.reduction(index)
+}
+
+/// The round whose clients fail in the failure checks.
+const FAILING_ROUND: u32 = 2;
+
+/// Two relaying schedulers.
+const RELAY: &str = r#"topology={"kind":"hierarchical","schedulers":2,"mode":"relay"}"#;
+
+/// A split whose clients hold different numbers of samples.
+const UNEQUAL: &str = r#"{"scheme":"quantity","sigma":1}"#;
+
+/// Two aggregating schedulers with `edge_rounds` edge rounds.
+fn aggregate(edge_rounds: u32) -> String {
+    format!(
+        r#"topology={{"kind":"hierarchical","schedulers":2,"mode":"aggregate","edge_rounds":{edge_rounds}}}"#
+    )
+}
+
+/// The kit's experiment: small, real and fast.
+fn base(algorithm: &str) -> Value {
+    json!({
+        "name": "conformance",
+        "seed": 3,
+        "data": {"dataset": "breast-cancer"},
+        "partition": {"scheme": "iid"},
+        "model": "logistic",
+        "federation": {"num_clients": 13, "clients_per_round": 6, "rounds": 4, "num_parallels": 2},
+        "client": {"epochs": 1, "batch_size": 8, "lr": 0.05},
+        "strategy": {"name": algorithm},
+        "eval": {"every": 1}
+    })
+}
+
+/// The runs of one algorithm's checks.
+struct Kit<'a> {
+    registry: &'a Registry,
+    algorithm: &'a str,
+    scratch: PathBuf,
+}
+
+impl Kit<'_> {
+    fn breach(&self, check: &'static str, detail: String) -> Nonconformance {
+        Nonconformance {
+            algorithm: self.algorithm.to_string(),
+            check,
+            detail,
+        }
+    }
+
+    /// The kit's experiment with `sets`, loaded as a file would be.
+    fn config(&self, sets: &[&str]) -> Result<ExperimentConfig, Error> {
+        let overrides = sets
+            .iter()
+            .map(|text| Override::parse(text))
+            .collect::<Result<Vec<_>, _>>()?;
+        let path = self.scratch.join("experiment.json");
+        let config = ExperimentConfig::with_overrides(
+            base(self.algorithm),
+            &path,
+            &overrides,
+            self.registry,
+        )?;
+        Ok(config)
+    }
+
+    /// Starts the run `name` with `sets`, following it with `progress`.
+    fn start(
+        &self,
+        name: &str,
+        sets: &[&str],
+        progress: &Progress,
+        stop: &StopSignal,
+    ) -> Result<RunResult, Error> {
+        let experiment = Experiment::prepare(self.config(sets)?, self.registry)?;
+        let mut folder = RunFolder::create(&self.scratch.join(name))?;
+        experiment.run(&mut folder, progress, stop)
+    }
+
+    /// The run `name` with `sets`, which must finish.
+    fn finish(&self, name: &str, sets: &[&str]) -> Result<RunResult, Nonconformance> {
+        self.start(name, sets, &Progress::Silent, &StopSignal::new())
+            .map_err(|error| self.breach("runs", format!("{name} ({}): {error}", sets.join(" "))))
+    }
+
+    /// Checks that the algorithm's `index`-th declared reduction gives the other algorithm's
+    /// bits: on equal clients where it says so (unequal ones otherwise), in the first round
+    /// where it says so.
+    fn reduction(&self, index: usize) -> Result<(), Nonconformance> {
+        let check = "a declared reduction holds";
+        let info = self.registry.algorithm(self.algorithm);
+        let reduction = info
+            .as_ref()
+            .and_then(|info| info.reductions.get(index))
+            .ok_or_else(|| self.breach(check, format!("no reduction {index} is declared")))?;
+        let mut params = reduction.params.clone();
+        params.insert("name".into(), Value::String(self.algorithm.to_string()));
+        let mut sets = vec![format!("strategy={}", Value::Object(params))];
+        if reduction.first_round_only {
+            sets.push("federation.rounds=1".into());
+        }
+        if !reduction.equal_clients {
+            sets.push(format!("partition={UNEQUAL}"));
+        }
+        let reduced_sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let reduced = self.finish(&format!("reduction-{index}"), &reduced_sets)?;
+        sets[0] = format!(r#"strategy={{"name":"{}"}}"#, reduction.equals);
+        let target_sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let target = self.finish(
+            &format!("reduction-{index}-{}", reduction.equals),
+            &target_sets,
+        )?;
+        self.same(check, &reduced, &target, &["traffic", "strategy"])
+    }
+
+    /// Checks that `run` gave `reference`'s model and records, but for `ignored` fields and
+    /// the wall time.
+    fn same(
+        &self,
+        check: &'static str,
+        run: &RunResult,
+        reference: &RunResult,
+        ignored: &[&str],
+    ) -> Result<(), Nonconformance> {
+        if run.model != reference.model {
+            return Err(self.breach(check, "the final models differ".into()));
+        }
+        let (a, b) = (
+            records(&run.rounds, ignored),
+            records(&reference.rounds, ignored),
+        );
+        match a.iter().zip(&b).position(|(x, y)| x != y) {
+            Some(i) => Err(self.breach(
+                check,
+                format!("round {} differs:\n  {}\n  {}", i + 1, a[i], b[i]),
+            )),
+            None if a.len() != b.len() => {
+                Err(self.breach(check, format!("{} rounds against {}", a.len(), b.len())))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Checks that the experiment with `set` is refused, giving `reason`.
+    fn refused(&self, check: &'static str, set: &str, reason: &str) -> Result<(), Nonconformance> {
+        match self.config(&[set]) {
+            Err(error) if error.to_string().contains(reason) => Ok(()),
+            Err(error) => Err(self.breach(check, format!("refused without its reason: {error}"))),
+            Ok(_) => Err(self.breach(check, "the experiment was accepted".into())),
+        }
+    }
+
+    /// Checks that a run stopped after its first round and resumed gives `straight`'s bits.
+    /// The stop is asked for as the first round's record arrives, while the server goes on;
+    /// a run fast enough to finish first is tried again.
+    fn resumes(&self, straight: &RunResult) -> Result<(), Nonconformance> {
+        let check = "a stopped run resumes to the same bits";
+        for attempt in 0..5 {
+            let name = format!("stopped-{attempt}");
+            let stop = StopSignal::new();
+            let asked = stop.clone();
+            let progress = Progress::Each(Box::new(move |record: &RoundRecord| {
+                if record.round == 1 {
+                    asked.request();
+                }
+            }));
+            match self.start(&name, &[], &progress, &stop) {
+                Ok(_) => continue,
+                Err(Error::Stopped { .. }) => {}
+                Err(error) => return Err(self.breach(check, format!("the stopped run: {error}"))),
+            }
+            let resumed = Resumable::open(&self.scratch.join(&name), self.registry)
+                .and_then(|run| run.run(&Progress::Silent, &StopSignal::new()))
+                .map_err(|error| self.breach(check, format!("resuming: {error}")))?
+                .ok_or_else(|| {
+                    self.breach(check, "the resumed run had nothing left to do".into())
+                })?;
+            return self.same(check, &resumed, straight, &[]);
+        }
+        Err(self.breach(
+            check,
+            "every run finished before its stop took effect".into(),
+        ))
+    }
+
+    /// Checks that, every client failing in [`FAILING_ROUND`], the run `name` under `topology`
+    /// ends naming `first`, the lowest sampled client.
+    fn fails(
+        &self,
+        check: &'static str,
+        name: &str,
+        topology: &str,
+        first: usize,
+    ) -> Result<(), Nonconformance> {
+        let faults: Vec<String> = (0..13)
+            .map(|client| {
+                format!(r#"{{"round":{FAILING_ROUND},"client":{client},"kind":"error"}}"#)
+            })
+            .collect();
+        let faults = format!("faults=[{}]", faults.join(","));
+        match self.start(
+            name,
+            &[topology, &faults],
+            &Progress::Silent,
+            &StopSignal::new(),
+        ) {
+            Err(Error::Federation(FederationError::ClientFailed { round, client, .. }))
+                if round == FAILING_ROUND && client == first =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(self.breach(check, format!("ended with: {error}"))),
+            Ok(_) => Err(self.breach(check, "the run finished".into())),
+        }
+    }
+}
+
+/// The records as JSON, without their wall time and `ignored` fields.
+fn records(rounds: &[RoundRecord], ignored: &[&str]) -> Vec<Value> {
+    rounds
+        .iter()
+        .map(|record| {
+            let mut value = serde_json::to_value(record).expect("a record serialises");
+            let fields = value.as_object_mut().expect("a record is an object");
+            fields.remove("wall_ms");
+            for field in ignored {
+                fields.remove(*field);
+            }
+            value
+        })
+        .collect()
+}

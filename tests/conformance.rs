@@ -1,0 +1,128 @@
+//! The conformance kit over every registered algorithm, the built-ins and the example plug-in
+//! alike: each runs flat, relayed and (where allowed) aggregated, relay equals flat, workers do
+//! not change results, a stopped run resumes to the same bits, failures end runs by name, and
+//! every declared reduction holds.
+
+#[path = "../examples/custom_strategy/fedexp.rs"]
+mod fedexp;
+
+use fedsim::conformance;
+use fedsim::registry::{Origin, Registry};
+use fedsim::strategy::vector::combination;
+use fedsim::strategy::{
+    Aggregate, Algorithm, Collected, EdgeAggregation, NoParams, Reads, Reduction, Round, Setting,
+    Strategy, Sum, Weighting,
+};
+
+/// The built-ins and the example's FedExP.
+fn registry() -> Registry {
+    let mut builder = Registry::builder().with_builtins();
+    builder.origin(Origin::new("conformance-test", "0"));
+    builder.algorithm(fedexp::FedExP).unwrap();
+    builder.build()
+}
+
+#[test]
+fn every_registered_algorithm_keeps_fedsims_promises() {
+    let registry = registry();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut checked = Vec::new();
+    for algorithm in registry.algorithms() {
+        let passed = conformance::check(&registry, algorithm.name, scratch.path())
+            .unwrap_or_else(|breach| panic!("{breach}"));
+        assert!(passed.contains(&"relay equals flat"), "{passed:?}");
+        checked.push((algorithm.name, passed.len()));
+    }
+    assert_eq!(checked.len(), 14, "{checked:?}");
+    // Every built-in with a reduction in its file had it checked: FedProx, FedAvgM, SCAFFOLD,
+    // FedNova, q-FFL and the trimmed mean.
+    let reductions = registry
+        .algorithms()
+        .iter()
+        .filter(|a| !a.reductions.is_empty())
+        .count();
+    assert_eq!(reductions, 6);
+}
+
+/// A plug-in that breaks a promise: FedAvg whose server steps by `1 / t` in its `t`-th round,
+/// counting rounds in memory rather than in its state, so a resumed run counts from 1 again;
+/// it also claims, wrongly, to reduce to FedAvg.
+struct Forgetful;
+
+/// Its server half.
+struct ForgetfulServer {
+    rounds: u32,
+}
+
+impl Algorithm for Forgetful {
+    type Params = NoParams;
+
+    fn name(&self) -> &'static str {
+        "forgetful"
+    }
+
+    fn paper(&self) -> &'static str {
+        "none: a test's broken plug-in"
+    }
+
+    fn edge_rule(&self, _: &NoParams) -> EdgeAggregation {
+        EdgeAggregation::Unsupported("a test's plug-in")
+    }
+
+    fn server(&self, _: &NoParams, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        Box::new(ForgetfulServer { rounds: 0 })
+    }
+
+    fn reductions(&self) -> Vec<Reduction<NoParams>> {
+        vec![Reduction::to("fedavg", NoParams {})]
+    }
+}
+
+impl Strategy for ForgetfulServer {
+    fn reads(&self) -> Reads {
+        Reads::Sums(vec![Sum::params(Weighting::Samples)])
+    }
+
+    fn aggregate(&mut self, _: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
+        self.rounds += 1;
+        let [mean] = input.into_sums();
+        let step = 1.0 / self.rounds as f32;
+        Aggregate::model(combination(&[(&mean, step), (global, 1.0 - step)]))
+    }
+}
+
+#[test]
+fn a_broken_promise_is_named() {
+    let mut builder = Registry::builder().with_builtins();
+    builder.origin(Origin::new("conformance-test", "0"));
+    builder.algorithm(Forgetful).unwrap();
+    let registry = builder.build();
+    let scratch = tempfile::tempdir().unwrap();
+    let breach = conformance::check(&registry, "forgetful", scratch.path()).unwrap_err();
+    assert_eq!(
+        breach.check, "a stopped run resumes to the same bits",
+        "{breach}"
+    );
+    assert!(breach.to_string().contains("differ"), "{breach}");
+    let breach = conformance::check(&registry, "fedexq", scratch.path()).unwrap_err();
+    assert_eq!(
+        breach.to_string(),
+        "fedexq: registered: no algorithm of that name is registered"
+    );
+}
+
+#[test]
+fn a_reduction_that_does_not_hold_is_named() {
+    let mut builder = Registry::builder().with_builtins();
+    builder.origin(Origin::new("conformance-test", "0"));
+    builder.algorithm(Forgetful).unwrap();
+    let registry = builder.build();
+    let breach = conformance::reduction(
+        &registry,
+        "forgetful",
+        0,
+        tempfile::tempdir().unwrap().path(),
+    )
+    .unwrap_err();
+    assert_eq!(breach.check, "a declared reduction holds", "{breach}");
+}

@@ -1,0 +1,190 @@
+//! A user's own algorithm, registered beside the built-ins, gets the whole command line: the
+//! example plug-in runs from its experiment file and is recorded in the manifest, a program
+//! without it refuses to continue its runs, and a crate outside the repository, made from the
+//! template in `examples/plugin-crate/`, builds against fedsim and runs its algorithm.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{metrics_without_timing, model_bytes, root, run_ok};
+use serde_json::Value;
+
+/// The folder this test's build put its binaries in (`target/release`, or `target/debug`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<this test>
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// Runs the example `name` (built beside this test) with `args`.
+fn example(name: &str, args: &[&str]) -> Output {
+    Command::new(profile_dir().join("examples").join(name))
+        .args(args)
+        .output()
+        .expect("cargo test builds the examples")
+}
+
+/// Asserts that a command succeeded and returns its stdout.
+fn succeeded(output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// A round's line of `metrics.jsonl`.
+fn record(line: &str) -> Value {
+    serde_json::from_str(line).unwrap()
+}
+
+#[test]
+fn the_example_strategy_runs_beside_the_builtins_and_its_runs_need_it_to_resume() {
+    let listed = succeeded(example("custom_strategy", &["strategies"]));
+    assert!(listed.contains("\nfedexp\n  paper: Jhunjhunwala, Wang and Joshi 2023"));
+    assert!(listed.contains("  from: fedsim-example-custom-strategy "));
+    assert!(listed.contains("\nscaffold\n"), "the built-ins stay");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fedexp");
+    let file = root().join("examples/custom_strategy/fedexp.json");
+    succeeded(example(
+        "custom_strategy",
+        &[
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--set",
+            "federation.rounds=3",
+        ],
+    ));
+    let steps: Vec<f64> = metrics_without_timing(&out)
+        .iter()
+        .map(|line| record(line)["strategy"]["server_lr"].as_f64().unwrap())
+        .collect();
+    assert_eq!(steps.len(), 3);
+    assert!(steps.iter().all(|&eta| eta >= 1.0), "{steps:?}");
+    assert!(steps.iter().any(|&eta| eta > 1.0), "{steps:?}");
+    let manifest: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["plugins"][0]["name"], "fedexp");
+    assert_eq!(
+        manifest["plugins"][0]["crate"],
+        "fedsim-example-custom-strategy"
+    );
+    let config: Value =
+        serde_json::from_str(&fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["strategy"]["epsilon"], 0.001);
+    // The fedsim binary does not register FedExP: it refuses the file and the run folder.
+    let refused = common::fails_with(&["run", "--resume", out.to_str().unwrap()], 2);
+    assert!(
+        refused.contains(
+            "the run used the algorithm \"fedexp\" from the crate fedsim-example-custom-strategy"
+        ),
+        "{refused}"
+    );
+    let unknown = common::fails_with(&["run", file.to_str().unwrap()], 2);
+    assert!(
+        unknown.contains("strategy.name: unknown variant `fedexp`"),
+        "{unknown}"
+    );
+    // Its parameters are checked as a built-in's are.
+    let bad = example(
+        "custom_strategy",
+        &["run", file.to_str().unwrap(), "--set", "strategy.epsilon=0"],
+    );
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("strategy.epsilon: is 0; must be greater than 0"),
+        "{stderr}"
+    );
+}
+
+/// The template crate copied to `dir`, its fedsim dependency pointed at this checkout and its
+/// lock file at this checkout's versions (so that it builds with the crates already built).
+fn outside_crate(dir: &Path) -> PathBuf {
+    let template = root().join("examples/plugin-crate");
+    let crate_dir = dir.join("my-fl-algorithm");
+    fs::create_dir_all(crate_dir.join("src")).unwrap();
+    let manifest = fs::read_to_string(template.join("Cargo.toml")).unwrap();
+    let pointed = manifest.replace(
+        r#"fedsim = { path = "../.." }"#,
+        &format!("fedsim = {{ path = {:?} }}", root().to_str().unwrap()),
+    );
+    assert_ne!(manifest, pointed, "the template depends on fedsim by path");
+    fs::write(crate_dir.join("Cargo.toml"), pointed).unwrap();
+    for file in ["src/main.rs", "experiment.json"] {
+        fs::copy(template.join(file), crate_dir.join(file)).unwrap();
+    }
+    fs::copy(root().join("Cargo.lock"), crate_dir.join("Cargo.lock")).unwrap();
+    crate_dir
+}
+
+#[test]
+fn a_crate_made_from_the_template_builds_outside_the_repository_and_runs_its_algorithm() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = outside_crate(dir.path());
+    // The same target folder and profile as this test's build: the dependencies are built.
+    let profile = profile_dir();
+    let target = profile.parent().unwrap();
+    let mut build = Command::new(env!("CARGO"));
+    build
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(&crate_dir);
+    // What cargo set for this test (CARGO_MANIFEST_DIR and the like) is not the outside crate's
+    // environment; left in, build scripts that watch it would run again in both builds.
+    for (name, _) in std::env::vars() {
+        if name.starts_with("CARGO_") && name != "CARGO_HOME" {
+            build.env_remove(name);
+        }
+    }
+    build.env("CARGO_TARGET_DIR", target);
+    if profile.ends_with("release") {
+        build.arg("--release");
+    }
+    let built = build.output().unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let program = profile.join("my-fl-algorithm");
+    let run = |args: &[&str]| Command::new(&program).args(args).output().unwrap();
+    let listed = succeeded(run(&["strategies"]));
+    assert!(listed.contains("\nserver_step\n"), "{listed}");
+    assert!(
+        listed.contains("  from: my-fl-algorithm 0.1.0\n"),
+        "{listed}"
+    );
+    // Its own experiment file, for two rounds; with a step of 1 it is FedAvg, to the bit.
+    let out = dir.path().join("run");
+    let file = crate_dir.join("experiment.json");
+    let file = file.to_str().unwrap();
+    let sets = ["--quiet", "--set", "federation.rounds=2", "--out"];
+    succeeded(run(
+        &[&["run", file][..], &sets, &[out.to_str().unwrap()]].concat()
+    ));
+    assert_eq!(metrics_without_timing(&out).len(), 2);
+    let unit = dir.path().join("unit");
+    let unit_step = [
+        &["run", file][..],
+        &sets,
+        &[unit.to_str().unwrap(), "--set", "strategy.lr=1"],
+    ]
+    .concat();
+    succeeded(run(&unit_step));
+    let fedavg = dir.path().join("fedavg");
+    run_ok(
+        Path::new(file),
+        &fedavg,
+        &[r#"strategy={"name":"fedavg"}"#, "federation.rounds=2"],
+    );
+    assert_eq!(model_bytes(&unit), model_bytes(&fedavg));
+    assert_ne!(model_bytes(&out), model_bytes(&fedavg));
+}
