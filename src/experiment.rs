@@ -620,6 +620,85 @@ impl Resumable {
     }
 }
 
+/// A run to play in its folder: a new one, or one to continue. `fedsim run` (with or without
+/// `--resume`) and every run of a sweep play one.
+pub enum Run {
+    /// A new run, its folder just created.
+    New {
+        /// The experiment.
+        experiment: Box<Experiment>,
+        /// Its new folder.
+        folder: RunFolder,
+    },
+    /// A run to continue from its folder's checkpoint.
+    Resumed(Box<Resumable>),
+}
+
+impl Run {
+    /// A new run of `experiment` in `dir`, which must not hold a run already.
+    pub fn new(experiment: Experiment, dir: &Path) -> Result<Self, Error> {
+        let folder = RunFolder::create(dir)?;
+        Ok(Run::New {
+            experiment: Box::new(experiment),
+            folder,
+        })
+    }
+
+    /// The run in `dir`, to continue (see [`Resumable::open`]).
+    pub fn resume(dir: &Path, registry: &Registry) -> Result<Self, Error> {
+        Ok(Run::Resumed(Box::new(Resumable::open(dir, registry)?)))
+    }
+
+    /// The experiment played.
+    pub fn experiment(&self) -> &Experiment {
+        match self {
+            Run::New { experiment, .. } => experiment,
+            Run::Resumed(resumable) => resumable.experiment(),
+        }
+    }
+
+    /// Rounds already played.
+    pub fn rounds_done(&self) -> u32 {
+        match self {
+            Run::New { .. } => 0,
+            Run::Resumed(resumable) => resumable.rounds_done(),
+        }
+    }
+
+    /// Whether the run had played all its rounds already.
+    pub fn is_finished(&self) -> bool {
+        matches!(self, Run::Resumed(resumable) if resumable.is_finished())
+    }
+
+    /// Plays the rounds left in this process.
+    pub fn play(self, progress: &Progress, stop: &StopSignal) -> Result<Option<RunResult>, Error> {
+        let spread = Spread {
+            placement: self.experiment().placement(1)?,
+            connector: &mut InProcess,
+        };
+        self.play_spread(progress, stop, spread)
+    }
+
+    /// Plays the rounds left, the tiers placed and linked as `spread` says; `None` when the
+    /// run had finished already.
+    pub fn play_spread(
+        self,
+        progress: &Progress,
+        stop: &StopSignal,
+        spread: Spread<'_>,
+    ) -> Result<Option<RunResult>, Error> {
+        match self {
+            Run::New {
+                experiment,
+                mut folder,
+            } => experiment
+                .run_spread(&mut folder, progress, stop, spread)
+                .map(Some),
+            Run::Resumed(resumable) => resumable.run_spread(progress, stop, spread),
+        }
+    }
+}
+
 /// This process's command line, program name first.
 fn command_line() -> Vec<String> {
     std::env::args_os()

@@ -35,7 +35,7 @@ pub mod train;
 pub mod trainer;
 
 pub use config::ExperimentConfig;
-pub use experiment::{Experiment, Resumable, RunResult};
+pub use experiment::{Experiment, Resumable, Run, RunResult};
 
 /// Everything that can stop an experiment.
 #[derive(Debug, thiserror::Error)]

@@ -34,9 +34,9 @@ use serde_json::Value;
 use crate::config::{ConfigError, ExperimentConfig, Override};
 use crate::registry::Registry;
 use crate::report::run_folder::{CHECKPOINT, Failure, Saved};
-use crate::report::{Progress, RunFolder, say};
+use crate::report::{Progress, say};
 use crate::stop::StopSignal;
-use crate::{Error, Experiment, Resumable};
+use crate::{Error, Experiment, Run};
 
 /// A sweep file.
 #[derive(Debug, Clone, Deserialize)]
@@ -325,7 +325,7 @@ impl Sweep {
                         let folder = dir.join(&run.name);
                         let result = Failure::clear(&folder)
                             .map_err(Error::from)
-                            .and_then(|()| play(&folder, run, (state, workers), registry, stop));
+                            .and_then(|()| play(&folder, run, state, workers, registry, stop));
                         let mut outcome = outcome.lock().expect("no panics hold it");
                         let line = match result {
                             Ok(accuracy) => {
@@ -457,21 +457,21 @@ fn clear_unstarted(folder: &Path) -> Result<(), Error> {
 fn play(
     folder: &Path,
     run: &SweepRun,
-    (state, workers): (FolderState, usize),
+    state: FolderState,
+    workers: usize,
     registry: &Registry,
     stop: &StopSignal,
 ) -> Result<f64, Error> {
-    let result = match state {
-        FolderState::Partial => Resumable::open(folder, registry)?.run(&Progress::Silent, stop)?,
+    let playing = match state {
+        FolderState::Partial => Run::resume(folder, registry)?,
         // A new run: finished ones are never played.
         FolderState::New | FolderState::Finished => {
             let mut config = run.config.clone();
             config.federation.num_parallels = workers;
-            let experiment = Experiment::prepare(config, registry)?;
-            let mut run_folder = RunFolder::create(folder)?;
-            Some(experiment.run(&mut run_folder, &Progress::Silent, stop)?)
+            Run::new(Experiment::prepare(config, registry)?, folder)?
         }
     };
+    let result = playing.play(&Progress::Silent, stop)?;
     Ok(result.map_or(f64::NAN, |r| r.summary.final_accuracy))
 }
 

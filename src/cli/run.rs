@@ -9,7 +9,7 @@ use crate::registry::Registry;
 use crate::report::{Progress, RunFolder, say};
 use crate::stop::StopSignal;
 use crate::topology::{InProcess, Spread};
-use crate::{Experiment, Resumable, RunResult};
+use crate::{Experiment, Run, RunResult};
 
 /// `fedsim run`: in this process, or, when an MPI launcher started it, as one rank of a run
 /// over MPI.
@@ -35,17 +35,10 @@ pub(super) fn run_command(
     Ok(())
 }
 
-/// A run to play: a new one in its new folder, or one to continue.
-pub(super) enum Job {
-    New {
-        experiment: Box<Experiment>,
-        folder: RunFolder,
-        dir: PathBuf,
-    },
-    Resume {
-        resumable: Box<Resumable>,
-        dir: PathBuf,
-    },
+/// The run `fedsim run` plays, and its folder.
+pub(super) struct Job {
+    run: Run,
+    dir: PathBuf,
 }
 
 impl Job {
@@ -71,13 +64,14 @@ impl Job {
         let experiment = load(experiment, &args.overrides, args.backend, registry)
             .and_then(|config| Experiment::prepare(config, registry))
             .map_err(|e| (e, None))?;
+        // Placed before the folder is made: a run that cannot be placed leaves nothing behind.
         let placement = experiment.placement(ranks).map_err(|e| (e, None))?;
-        let config = experiment.config();
         let dir = args
             .out
             .clone()
-            .unwrap_or_else(|| RunFolder::default_dir(&config.name));
-        let folder = RunFolder::create(&dir).map_err(|e| (e.into(), None))?;
+            .unwrap_or_else(|| RunFolder::default_dir(&experiment.config().name));
+        let run = Run::new(experiment, &dir).map_err(|e| (e, None))?;
+        let config = run.experiment().config();
         say(format_args!(
             "{}: {} model, {} clients ({} per round), {} rounds on {}; results in {}",
             config.name,
@@ -88,12 +82,7 @@ impl Job {
             config.backend.name(),
             dir.display()
         ));
-        let job = Job::New {
-            experiment: Box::new(experiment),
-            folder,
-            dir,
-        };
-        Ok((job, placement))
+        Ok((Job { run, dir }, placement))
     }
 
     fn resume(
@@ -101,14 +90,11 @@ impl Job {
         registry: &Registry,
         ranks: usize,
     ) -> Result<Option<(Job, Placement)>, Failure> {
-        let resumable = Resumable::open(dir, registry).map_err(|e| (e, None))?;
-        let placement = resumable
-            .experiment()
-            .placement(ranks)
-            .map_err(|e| (e, None))?;
-        let config = resumable.experiment().config();
-        let (done, rounds) = (resumable.rounds_done(), config.federation.rounds);
-        if resumable.is_finished() {
+        let run = Run::resume(dir, registry).map_err(|e| (e, None))?;
+        let placement = run.experiment().placement(ranks).map_err(|e| (e, None))?;
+        let config = run.experiment().config();
+        let (done, rounds) = (run.rounds_done(), config.federation.rounds);
+        if run.is_finished() {
             say(format_args!(
                 "nothing to do: {} finished all {rounds} rounds",
                 dir.display()
@@ -120,25 +106,21 @@ impl Job {
             config.name,
             dir.display()
         ));
-        let job = Job::Resume {
-            resumable: Box::new(resumable),
+        let job = Job {
+            run,
             dir: dir.to_path_buf(),
         };
         Ok(Some((job, placement)))
     }
 
     pub(super) fn experiment(&self) -> &Experiment {
-        match self {
-            Job::New { experiment, .. } => experiment,
-            Job::Resume { resumable, .. } => resumable.experiment(),
-        }
+        self.run.experiment()
     }
 
     /// The run folder.
+    #[cfg(feature = "mpi")]
     pub(super) fn dir(&self) -> &Path {
-        match self {
-            Job::New { dir, .. } | Job::Resume { dir, .. } => dir,
-        }
+        &self.dir
     }
 
     /// Plays the rounds left with a progress bar (unless `quiet`), the tiers placed as
@@ -149,27 +131,11 @@ impl Job {
         quiet: bool,
         stop: &StopSignal,
     ) -> Result<Option<RunResult>, Failure> {
-        let dir = self.dir().to_path_buf();
         let rounds = self.experiment().config().federation.rounds;
-        let result = match self {
-            Job::New {
-                experiment,
-                mut folder,
-                ..
-            } => {
-                let progress = Progress::for_stdout(rounds, 0, quiet);
-                let result = experiment.run_spread(&mut folder, &progress, stop, spread);
-                progress.finish();
-                result.map(Some)
-            }
-            Job::Resume { resumable, .. } => {
-                let progress = Progress::for_stdout(rounds, resumable.rounds_done(), quiet);
-                let result = resumable.run_spread(&progress, stop, spread);
-                progress.finish();
-                result
-            }
-        };
-        result.map_err(|e| (e, Some(dir)))
+        let progress = Progress::for_stdout(rounds, self.run.rounds_done(), quiet);
+        let result = self.run.play_spread(&progress, stop, spread);
+        progress.finish();
+        result.map_err(|e| (e, Some(self.dir)))
     }
 }
 
