@@ -21,13 +21,14 @@ use crate::report::manifest::{PluginUse, Resume};
 use crate::report::run_folder::{FolderError, Saved};
 use crate::report::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
 use crate::seed::{Purpose, stream};
+use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::{Setting, Strategy};
 use crate::topology::{
-    self, ClientTests, Evaluator, FederationError, GroupSetup, InProcess, Plan, ServerSetup,
-    Spread, Start,
+    self, EvaluationPlan, FederationError, GroupSetup, InProcess, Plan, ServerSetup, Spread, Start,
 };
-use crate::trainer::{ClientStates, InjectedFaults, Trainer, TrainerSetup};
+use crate::train::{ClientTests, TestEvaluator};
+use crate::trainer::{InjectedFaults, Trainer, TrainerSetup};
 
 /// The run folder's manifest file.
 const MANIFEST: &str = "manifest.json";
@@ -439,12 +440,15 @@ impl Experiment {
             initial_model: model,
             strategy,
             client_states: states.clone(),
-            evaluator: Some(Evaluator {
-                test_data: self.test.clone(),
-                eval: config.eval,
-                model: config.model.clone(),
-                backend: config.backend,
-                clients: self.client_tests.clone(),
+            evaluation: Some(EvaluationPlan {
+                every: config.eval.every,
+                evaluator: Box::new(TestEvaluator {
+                    test_data: self.test.clone(),
+                    batch_size: config.eval.batch_size,
+                    model: config.model.clone(),
+                    backend: config.backend,
+                    clients: self.client_tests.clone(),
+                }),
             }),
         };
         let speeds = Arc::new(

@@ -27,6 +27,7 @@ pub mod network;
 pub mod registry;
 pub mod report;
 pub mod seed;
+pub mod states;
 pub mod stop;
 pub mod strategy;
 pub mod sweep;

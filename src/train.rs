@@ -13,12 +13,17 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha12Rng;
 use rayon::prelude::*;
 
+use std::sync::Arc;
+
+use crate::backend::BackendKind;
 use crate::config::ClientConfig;
 use crate::data::Dataset;
 use crate::data::SampleShape;
 use crate::model::{Input, ModelConfig, Net, flat};
+use crate::report::{ClientAccuracy, Evaluation};
 use crate::stop::StopSignal;
 use crate::strategy::Objective;
+use crate::topology::ModelEvaluator;
 
 /// Local training that cannot go on.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -317,18 +322,6 @@ fn sgd(config: &ClientConfig) -> SgdConfig {
         .with_weight_decay(weight_decay)
 }
 
-/// Accuracy and mean loss of a model on a data set.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Evaluation {
-    /// Fraction of samples classified correctly.
-    pub accuracy: f64,
-    /// Mean cross-entropy loss.
-    pub loss: f64,
-    /// Fraction of each class's samples classified correctly, by label; `None` for a class
-    /// the data set has no sample of. Under label skew it shows which classes a model forgot.
-    pub class_accuracy: Vec<Option<f64>>,
-}
-
 /// Evaluates the model `params` (of architecture `model`) on all of `data`, `batch_size`
 /// samples per forward pass. Batches run in parallel on the current rayon pool, each thread
 /// with its own model instance; their sums are added in batch order, so the result does not
@@ -410,6 +403,64 @@ pub fn client_accuracies(
             hits as f64 / indices.len() as f64
         })
         .collect()
+}
+
+/// The samples each client is evaluated on: held out of its training samples, or its own
+/// test samples where the data set defines them.
+#[derive(Clone)]
+pub struct ClientTests {
+    /// The split they are in.
+    pub data: Arc<Dataset>,
+    /// Each client's held-out indices (empty for a client that holds none).
+    pub held_out: Arc<Vec<Vec<usize>>>,
+}
+
+/// Scores the server's global model on burn: on the test set, and on every client's own test
+/// samples where there are any.
+pub struct TestEvaluator {
+    /// The test set.
+    pub test_data: Arc<Dataset>,
+    /// Test samples per forward pass.
+    pub batch_size: usize,
+    /// The architecture, to build the evaluation model.
+    pub model: ModelConfig,
+    /// The backend that evaluates.
+    pub backend: BackendKind,
+    /// Each client's test samples, to evaluate on every client too.
+    pub clients: Option<ClientTests>,
+}
+
+impl ModelEvaluator for TestEvaluator {
+    fn test(&self, params: &[f32]) -> Evaluation {
+        let device = self.backend.device();
+        evaluate(
+            &self.model,
+            params,
+            &self.test_data,
+            self.batch_size,
+            &device,
+        )
+    }
+
+    fn clients(&self, params: &[f32]) -> Option<ClientAccuracy> {
+        let tests = self.clients.as_ref()?;
+        let device = self.backend.device();
+        let per_client: Vec<&[usize]> = tests
+            .held_out
+            .iter()
+            .filter(|h| !h.is_empty())
+            .map(Vec::as_slice)
+            .collect();
+        let accuracies = client_accuracies(
+            &self.model,
+            params,
+            &tests.data,
+            &per_client,
+            self.batch_size,
+            &device,
+        );
+        ClientAccuracy::of(&accuracies)
+    }
 }
 
 /// The mean loss of `net` on `local` data, `batch_size` samples per forward pass, on this

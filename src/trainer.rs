@@ -7,10 +7,8 @@
 //! autodiff leaves, a client's result does not depend on which thread ran it or when.
 
 mod echo;
-mod states;
 
 pub use echo::{Answer, EchoTrainer};
-pub use states::ClientStates;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,6 +23,7 @@ use crate::data::partition::Partition;
 use crate::model::{ModelConfig, Net, flat};
 use crate::network::{ClientId, Tensors, Update};
 use crate::seed::{Purpose, stream};
+use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::{ClientAlgorithm, ClientView, Trained};
 use crate::train::{LocalData, TrainError, local_train, mean_loss};

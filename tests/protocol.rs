@@ -15,6 +15,7 @@ use fedsim::config::{
 };
 use fedsim::network::{ClientId, DropReason, LinkProfile, Message, NodeId, Tensors, Update};
 use fedsim::report::RoundRecord;
+use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{
     Aggregate, Collected, EdgeAggregation, FedAvgServer, Reads, Round, Strategy as Aggregation,
@@ -23,7 +24,7 @@ use fedsim::topology::client_group::drops_out;
 use fedsim::topology::server::sample;
 use fedsim::topology::{self, FederationError, GroupSetup, Plan, ServerSetup, Start};
 use fedsim::trainer::{
-    Answer, ClientFailure, ClientStates, ClientTrainer, Done, EchoTrainer, InjectedFaults, Job,
+    Answer, ClientFailure, ClientTrainer, Done, EchoTrainer, InjectedFaults, Job,
 };
 use proptest::prelude::*;
 
@@ -211,7 +212,7 @@ impl Case {
                 initial_model: vec![0.25; PARAMS],
                 strategy,
                 client_states: Arc::new(ClientStates::new(self.num_clients)),
-                evaluator: None,
+                evaluation: None,
             },
             topology: self.topology(),
             network: NetworkConfig {

@@ -13,10 +13,11 @@ use fedsim::data::{Dataset, Normalization, TrainTest};
 use fedsim::model::flat::{Layout, initial_params};
 use fedsim::model::{ModelConfig, Net};
 use fedsim::seed::{Purpose, stream};
+use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient};
 use fedsim::topology::{self, GroupSetup, Plan, ServerSetup, Start};
-use fedsim::trainer::{ClientStates, ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
+use fedsim::trainer::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
 
 /// Samples each benchmark client holds: one epoch is 19 steps of batch 32.
 pub const SAMPLES_PER_CLIENT: usize = 600;
@@ -122,7 +123,7 @@ pub fn plan(
             initial_model: model,
             strategy: Box::new(FedAvgServer),
             client_states: Arc::new(ClientStates::new(clients)),
-            evaluator: None,
+            evaluation: None,
         },
         topology,
         network: NetworkConfig::default(),

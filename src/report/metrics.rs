@@ -94,6 +94,18 @@ pub struct RoundRecord {
     pub wall_ms: f64,
 }
 
+/// Accuracy and mean loss of a model on a data set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    /// Fraction of samples classified correctly.
+    pub accuracy: f64,
+    /// Mean cross-entropy loss.
+    pub loss: f64,
+    /// Fraction of each class's samples classified correctly, by label; `None` for a class
+    /// the data set has no sample of. Under label skew it shows which classes a model forgot.
+    pub class_accuracy: Vec<Option<f64>>,
+}
+
 /// The global model's accuracy on each client's held-out samples, summarised.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ClientAccuracy {

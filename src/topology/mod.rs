@@ -20,15 +20,16 @@ pub use client_group::{ClientGroup, GroupSetup};
 pub use collector::Foresight;
 pub use scheduler::{ClientConnector, SchedulerSetup, ServerConnector};
 pub use server::{
-    Child, ClientTests, Evaluator, RoundEnd, Server, ServerLinks, ServerSetup, Start,
+    Child, EvaluationPlan, ModelEvaluator, RoundEnd, Server, ServerLinks, ServerSetup, Start,
 };
 
 use crate::config::{NetworkConfig, Placement, SchedulerMode, TopologyConfig};
 use crate::network::{ClientId, Link, LinkEnd, LinkProfiles, NodeId};
 use crate::report::TierTraffic;
+use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
-use crate::trainer::{ClientStates, ClientTrainer, panic_message};
+use crate::trainer::{ClientTrainer, panic_message};
 
 /// Why a federation stopped before its last round.
 #[derive(Debug, thiserror::Error)]

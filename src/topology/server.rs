@@ -7,18 +7,13 @@ use std::time::Instant;
 
 use rand::seq::index;
 
-use crate::backend::BackendKind;
-use crate::config::{EvalConfig, FailurePolicy};
-use crate::data::Dataset;
-use crate::model::ModelConfig;
+use crate::config::FailurePolicy;
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
-use crate::report::ClientAccuracy;
-use crate::report::RoundRecord;
+use crate::report::{ClientAccuracy, Evaluation, RoundRecord};
 use crate::seed::{Purpose, stream};
+use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::{Aggregate, Collected, Reads, Round, Strategy};
-use crate::train::{Evaluation, client_accuracies, evaluate};
-use crate::trainer::ClientStates;
 
 use super::collector::{Foresight, Gathered, RoundCollector, RoundOutcome};
 use super::{FederationError, TrafficMeter};
@@ -44,7 +39,33 @@ pub struct ServerSetup {
     /// The clients' states, which the server reads between rounds for checkpoints.
     pub client_states: Arc<ClientStates>,
     /// How the global model is evaluated; `None` never evaluates (to time the tree alone).
-    pub evaluator: Option<Evaluator>,
+    pub evaluation: Option<EvaluationPlan>,
+}
+
+/// When the server evaluates the global model, and what evaluates it.
+pub struct EvaluationPlan {
+    /// Every `every` rounds, and after the last.
+    pub every: u32,
+    /// What scores the model.
+    pub evaluator: Box<dyn ModelEvaluator>,
+}
+
+impl EvaluationPlan {
+    /// Whether `round` of `rounds` is evaluated.
+    fn evaluates(&self, round: u32, rounds: u32) -> bool {
+        round.is_multiple_of(self.every) || round == rounds
+    }
+}
+
+/// What scores the global model for the server, as a [`crate::trainer::ClientTrainer`] trains
+/// its clients for the client groups: the tree knows no model, data set or backend.
+/// [`crate::train::TestEvaluator`] scores it on burn.
+pub trait ModelEvaluator: Send {
+    /// The model's accuracy and loss on the test set.
+    fn test(&self, params: &[f32]) -> Evaluation;
+
+    /// The spread of its accuracy over the clients' own test samples, if they hold any.
+    fn clients(&self, params: &[f32]) -> Option<ClientAccuracy>;
 }
 
 /// The point a federation starts from.
@@ -67,70 +88,6 @@ pub struct RoundEnd {
     pub strategy_state: Tensors,
     /// The state of every client that has one after the round, for checkpoints.
     pub client_states: Vec<(ClientId, Tensors)>,
-}
-
-/// Evaluation of the global model on a test set.
-pub struct Evaluator {
-    /// The test set.
-    pub test_data: Arc<Dataset>,
-    /// When and in what batches.
-    pub eval: EvalConfig,
-    /// The architecture, to build the evaluation model.
-    pub model: ModelConfig,
-    /// The backend that evaluates.
-    pub backend: BackendKind,
-    /// Each client's held-out samples, to evaluate on every client too.
-    pub clients: Option<ClientTests>,
-}
-
-/// The samples each client is evaluated on: held out of its training samples, or its own
-/// test samples where the data set defines them.
-#[derive(Clone)]
-pub struct ClientTests {
-    /// The split they are in.
-    pub data: Arc<Dataset>,
-    /// Each client's held-out indices (empty for a client that holds none).
-    pub held_out: Arc<Vec<Vec<usize>>>,
-}
-
-impl Evaluator {
-    /// Whether `round` of `rounds` is evaluated: every `eval.every` rounds, and the last.
-    fn evaluates(&self, round: u32, rounds: u32) -> bool {
-        round.is_multiple_of(self.eval.every) || round == rounds
-    }
-
-    fn evaluate(&self, params: &[f32]) -> Evaluation {
-        let device = self.backend.device();
-        evaluate(
-            &self.model,
-            params,
-            &self.test_data,
-            self.eval.batch_size,
-            &device,
-        )
-    }
-
-    /// The spread of the model's accuracy over the clients' held-out samples, if they hold
-    /// any.
-    fn evaluate_clients(&self, params: &[f32]) -> Option<ClientAccuracy> {
-        let tests = self.clients.as_ref()?;
-        let device = self.backend.device();
-        let per_client: Vec<&[usize]> = tests
-            .held_out
-            .iter()
-            .filter(|h| !h.is_empty())
-            .map(Vec::as_slice)
-            .collect();
-        let accuracies = client_accuracies(
-            &self.model,
-            params,
-            &tests.data,
-            &per_client,
-            self.eval.batch_size,
-            &device,
-        );
-        ClientAccuracy::of(&accuracies)
-    }
 }
 
 /// A child of the server: a client group (which gets one downlink per client) or a
@@ -327,11 +284,12 @@ impl Server {
         };
         let evaluator = self
             .setup
-            .evaluator
+            .evaluation
             .as_ref()
-            .filter(|e| e.evaluates(round, self.setup.rounds));
-        let evaluation = evaluator.map(|e| e.evaluate(&global));
-        let client_accuracy = evaluator.and_then(|e| e.evaluate_clients(&global));
+            .filter(|plan| plan.evaluates(round, self.setup.rounds))
+            .map(|plan| &plan.evaluator);
+        let evaluation = evaluator.map(|e| e.test(&global));
+        let client_accuracy = evaluator.and_then(|e| e.clients(&global));
         let record = RoundRecord {
             round,
             clients: sampled,
