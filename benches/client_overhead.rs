@@ -17,7 +17,7 @@ use common::{initial_model, plan, run, train_round, trainer};
 use fedsim::backend::BackendKind;
 use fedsim::config::TopologyConfig;
 use fedsim::model::ModelConfig;
-use fedsim::trainer::{ClientTrainer, EchoTrainer, InjectedFaults};
+use fedsim::training::{ClientTrainer, EchoTrainer, InjectedFaults};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fedsim::config::{SchedulerMode, TopologyConfig};
-use fedsim::trainer::{ClientTrainer, EchoTrainer, InjectedFaults};
+use fedsim::training::{ClientTrainer, EchoTrainer, InjectedFaults};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -18,7 +18,7 @@ use std::time::Instant;
 use fedsim::cluster::{self, Cluster};
 use fedsim::config::{Placement, PlacementConfig, SchedulerMode, TopologyConfig};
 use fedsim::topology::{self, Connector, InProcess};
-use fedsim::trainer::{ClientTrainer, EchoTrainer, InjectedFaults};
+use fedsim::training::{ClientTrainer, EchoTrainer, InjectedFaults};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -24,7 +24,7 @@ use fedsim::backend::BackendKind;
 use fedsim::data::Dataset;
 use fedsim::model::ModelConfig;
 use fedsim::report::manifest::matmul_kernels;
-use fedsim::train::evaluate;
+use fedsim::training::evaluate;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

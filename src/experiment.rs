@@ -27,8 +27,8 @@ use crate::strategy::{Setting, Strategy};
 use crate::topology::{
     self, EvaluationPlan, FederationError, GroupSetup, InProcess, Plan, ServerSetup, Spread, Start,
 };
-use crate::train::{ClientTests, TestEvaluator};
-use crate::trainer::{InjectedFaults, Trainer, TrainerSetup};
+use crate::training::{ClientTests, TestEvaluator};
+use crate::training::{InjectedFaults, Trainer, TrainerSetup};
 
 /// The run folder's manifest file.
 const MANIFEST: &str = "manifest.json";

@@ -32,8 +32,7 @@ pub mod stop;
 pub mod strategy;
 pub mod sweep;
 pub mod topology;
-pub mod train;
-pub mod trainer;
+pub mod training;
 
 pub use config::ExperimentConfig;
 pub use experiment::{Experiment, Resumable, Run, RunResult};

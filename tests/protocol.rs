@@ -23,7 +23,7 @@ use fedsim::strategy::{
 use fedsim::topology::client_group::drops_out;
 use fedsim::topology::server::sample;
 use fedsim::topology::{self, FederationError, GroupSetup, Plan, ServerSetup, Start};
-use fedsim::trainer::{
+use fedsim::training::{
     Answer, ClientFailure, ClientTrainer, Done, EchoTrainer, InjectedFaults, Job,
 };
 use proptest::prelude::*;

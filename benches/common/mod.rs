@@ -17,7 +17,7 @@ use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient};
 use fedsim::topology::{self, GroupSetup, Plan, ServerSetup, Start};
-use fedsim::trainer::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
+use fedsim::training::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
 
 /// Samples each benchmark client holds: one epoch is 19 steps of batch 32.
 pub const SAMPLES_PER_CLIENT: usize = 600;

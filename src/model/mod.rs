@@ -2,7 +2,7 @@
 //!
 //! Models are plain burn modules. Outside local training, a model is only ever a flat `f32`
 //! vector laid out by [`flat::Layout`]: that is what travels on the links and what strategies
-//! aggregate, so nothing outside this module and [`crate::train`] touches burn types.
+//! aggregate, so nothing outside this module and [`crate::training`] touches burn types.
 
 pub mod cifar_cnn;
 pub mod cnn;

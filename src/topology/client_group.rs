@@ -17,7 +17,7 @@ use crate::network::{
     Update,
 };
 use crate::seed::{Purpose, stream};
-use crate::trainer::{ClientFailure, ClientTrainer, Done, Job};
+use crate::training::{ClientFailure, ClientTrainer, Done, Job};
 
 use super::FederationError;
 

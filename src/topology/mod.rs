@@ -29,7 +29,7 @@ use crate::report::TierTraffic;
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
-use crate::trainer::{ClientTrainer, panic_message};
+use crate::training::{ClientTrainer, panic_message};
 
 /// Why a federation stopped before its last round.
 #[derive(Debug, thiserror::Error)]

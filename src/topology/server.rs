@@ -57,9 +57,9 @@ impl EvaluationPlan {
     }
 }
 
-/// What scores the global model for the server, as a [`crate::trainer::ClientTrainer`] trains
+/// What scores the global model for the server, as a [`crate::training::ClientTrainer`] trains
 /// its clients for the client groups: the tree knows no model, data set or backend.
-/// [`crate::train::TestEvaluator`] scores it on burn.
+/// [`crate::training::TestEvaluator`] scores it on burn.
 pub trait ModelEvaluator: Send {
     /// The model's accuracy and loss on the test set.
     fn test(&self, params: &[f32]) -> Evaluation;

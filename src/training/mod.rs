@@ -1,59 +1,31 @@
-//! Trains a client group's sampled clients in parallel.
+//! Training clients: the interface a client group hands its clients' work to
+//! ([`ClientTrainer`]), the burn trainer's worker pool ([`pool`]), the SGD loop one client's
+//! local training runs ([`sgd`]), evaluation on burn ([`evaluate`]), and clients that answer at
+//! once ([`echo`]).
 //!
-//! A rayon pool of `num_parallels` threads runs one client per task, each single-threaded.
-//! Every pool thread owns one model instance, kept between clients and rounds: a client loads
-//! the downlink's flat parameters into it instead of building a model. Since each client's
-//! shuffle comes from its own (seed, round, client) stream and loaded parameters are fresh
-//! autodiff leaves, a client's result does not depend on which thread ran it or when.
+//! `sgd`, `objective`, `evaluate` and `batch` are the only code that runs burn's autodiff and
+//! optimisers: they take a model and data indices and give back a model and numbers; threads,
+//! messages and seeds are the caller's.
 
-mod echo;
+mod batch;
+pub mod echo;
+pub mod evaluate;
+mod objective;
+pub mod pool;
+pub mod sgd;
 
 pub use echo::{Answer, EchoTrainer};
+pub use evaluate::{ClientTests, TestEvaluator, client_accuracies, evaluate, mean_loss};
+pub use pool::{Trainer, TrainerSetup};
+pub use sgd::{LocalData, LocalResult, TrainError, local_train};
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::backend::BackendKind;
-use crate::byzantine::Attack;
-use crate::config::{ClientConfig, FaultConfig, FaultKind};
-use crate::data::Dataset;
-use crate::data::partition::Partition;
-use crate::model::{ModelConfig, Net, flat};
+use crate::config::{FaultConfig, FaultKind};
 use crate::network::{ClientId, Tensors, Update};
-use crate::seed::{Purpose, stream};
-use crate::states::ClientStates;
-use crate::stop::StopSignal;
-use crate::strategy::{ClientAlgorithm, ClientView, Trained};
-use crate::train::{LocalData, TrainError, local_train, mean_loss};
-
-/// Everything a client needs to train that does not change between rounds.
-#[derive(Clone)]
-pub struct TrainerSetup {
-    /// The experiment seed.
-    pub seed: u64,
-    /// The training set that the partition indexes.
-    pub data: Arc<Dataset>,
-    /// Which samples each client owns.
-    pub partition: Arc<Partition>,
-    /// The architecture.
-    pub model: ModelConfig,
-    /// Local training settings.
-    pub client: ClientConfig,
-    /// The client half of the FL algorithm.
-    pub algorithm: Arc<dyn ClientAlgorithm>,
-    /// Every client's state between rounds.
-    pub states: Arc<ClientStates>,
-    /// The attack the Byzantine clients make, and whether each client (by id) is one.
-    pub byzantine: Option<(Attack, Arc<Vec<bool>>)>,
-    /// Backend that trains.
-    pub backend: BackendKind,
-    /// Injected failures.
-    pub faults: InjectedFaults,
-    /// Stops training early; queued clients then fail at once, training ones within a step.
-    pub stop: StopSignal,
-}
 
 /// One client's work in one round (or one edge round of it).
 #[derive(Debug, Clone)]
@@ -178,128 +150,6 @@ impl JobQueue {
             // this result is then no longer wanted.
             let _ = done.send(work(job));
         });
-    }
-}
-
-/// A pool of workers that train clients.
-pub struct Trainer {
-    queue: JobQueue,
-}
-
-struct Shared {
-    setup: TrainerSetup,
-    /// One model slot per pool thread, indexed by the thread's pool index. A slot is empty
-    /// until its thread trains its first client, or after a client panicked with the model.
-    workers: Vec<Mutex<Option<Net>>>,
-}
-
-impl Trainer {
-    /// A trainer with `num_parallels` worker threads.
-    pub fn new(
-        setup: TrainerSetup,
-        num_parallels: usize,
-    ) -> Result<Self, rayon::ThreadPoolBuildError> {
-        let workers = (0..num_parallels).map(|_| Mutex::new(None)).collect();
-        let shared = Shared { setup, workers };
-        let queue = JobQueue::new(
-            num_parallels,
-            "worker",
-            Arc::new(move |job| shared.train(job)),
-        )?;
-        Ok(Self { queue })
-    }
-}
-
-impl ClientTrainer for Trainer {
-    fn spawn(&self, job: Job, done: Done) {
-        self.queue.push(job, done);
-    }
-}
-
-impl Shared {
-    fn train(&self, job: Job) -> Result<Update, ClientFailure> {
-        let (round, client) = (job.round, job.client);
-        answer(round, client, || self.train_on_this_worker(job))
-    }
-
-    fn train_on_this_worker(&self, job: Job) -> Result<Update, TrainError> {
-        let setup = &self.setup;
-        if setup.stop.is_requested() {
-            return Err(TrainError::Stopped);
-        }
-        let worker = rayon::current_thread_index().expect("jobs run on the trainer's pool");
-        let mut slot = self.workers[worker]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let device = setup.backend.training_device();
-        let net = slot.take().unwrap_or_else(|| self.new_net(&device));
-        let net = flat::load(net, &job.model);
-        setup.faults.strike(job.round, job.client)?;
-        let indices = &setup.partition.clients[job.client];
-        let purpose = Purpose::LOCAL_SHUFFLE.at_edge_round(job.edge_round);
-        let mut rng = stream(setup.seed, purpose, job.round, job.client as u32);
-        let view = ClientView {
-            round: job.round,
-            client: job.client,
-            global: &job.model,
-            downlink: &job.extras,
-            lr: setup.client.lr,
-        };
-        let mut state = setup.states.get(job.client);
-        let objective = setup.algorithm.objective(&view, state.as_ref());
-        let attack = self.attack_of(job.client);
-        let local = LocalData {
-            data: &setup.data,
-            indices,
-            flip_labels: attack.is_some_and(Attack::flips_labels),
-        };
-        let loss_at_global = setup
-            .algorithm
-            .needs_loss_at_global()
-            .then(|| mean_loss(&net, local, setup.client.batch_size, &device));
-        let result = local_train(
-            net,
-            local,
-            (&setup.client, job.steps),
-            (&objective, &job.model),
-            &mut rng,
-            &device,
-            &setup.stop,
-        )?;
-        let mut params = flat::flatten(&result.net);
-        *slot = Some(result.net);
-        let trained = Trained {
-            params: &params,
-            steps: result.steps,
-            loss_at_global,
-        };
-        let extras = setup.algorithm.finish(&view, &mut state, &trained);
-        setup.states.put(job.client, state);
-        if let Some(attack) = attack {
-            let key = (setup.seed, job.round, job.edge_round);
-            attack.corrupt(key, job.client, &job.model, &mut params);
-        }
-        Ok(Update {
-            round: job.round,
-            clients: vec![job.client],
-            num_samples: indices.len(),
-            train_loss: result.mean_loss,
-            steps: result.steps,
-            params,
-            extras,
-        })
-    }
-
-    /// A model for a worker that has none yet.
-    fn new_net(&self, device: &burn::tensor::Device) -> Net {
-        let data = &self.setup.data;
-        Net::new(&self.setup.model, data.shape(), device)
-    }
-
-    /// The attack `client` makes, if it is a Byzantine client.
-    fn attack_of(&self, client: ClientId) -> Option<Attack> {
-        let (attack, attackers) = self.setup.byzantine.as_ref()?;
-        attackers[client].then_some(*attack)
     }
 }
 

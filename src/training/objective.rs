@@ -1,0 +1,155 @@
+//! An algorithm's [`Objective`] as tensors on the device: the terms each SGD step adds to the
+//! gradients, and the correction step it takes after the optimiser's.
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Tensor, TensorData};
+
+use crate::model::Net;
+use crate::strategy::Objective;
+
+/// An [`Objective`] as tensors on the device, one per model parameter.
+pub(super) struct ObjectiveTerms {
+    /// What each step adds to the gradients, if anything.
+    pub(super) gradient: Option<GradientCorrection>,
+    /// The step of its own after each optimiser step, if any.
+    pub(super) correction: Option<CorrectionStep>,
+}
+
+impl ObjectiveTerms {
+    /// The terms of `objective` for clients whose optimiser has momentum `momentum`. Without
+    /// momentum, a correction step and the same vector added to the gradient are one step
+    /// (plain SGD is linear in the gradient), so the correction joins the gradient's terms:
+    /// one pass over the model less per step.
+    pub(super) fn new(
+        objective: &Objective,
+        anchor: &[f32],
+        net: &Net,
+        momentum: f64,
+        device: &Device,
+    ) -> Self {
+        let inner = device.clone().inner();
+        let sizes = param_sizes(net);
+        let split = |values: &[f32]| -> Vec<Tensor<1>> {
+            let mut offset = 0;
+            sizes
+                .iter()
+                .map(|&len| {
+                    let part = values[offset..offset + len].to_vec();
+                    offset += len;
+                    Tensor::from_data(TensorData::new(part, [len]), &inner)
+                })
+                .collect()
+        };
+        let (linear, correction) = match (&objective.linear, &objective.correction) {
+            (linear, Some(correction)) if momentum == 0.0 => {
+                let joined = match linear {
+                    Some(linear) => linear.iter().zip(correction).map(|(a, b)| a + b).collect(),
+                    None => correction.clone(),
+                };
+                (Some(joined), None)
+            }
+            (linear, correction) => (linear.clone(), correction.clone()),
+        };
+        let gradient =
+            (objective.proximal.is_some() || linear.is_some()).then(|| GradientCorrection {
+                proximal: objective.proximal.map(|mu| (mu, split(anchor))),
+                linear: linear.as_deref().map(split),
+            });
+        Self {
+            gradient,
+            correction: correction.as_deref().map(|c| CorrectionStep(split(c))),
+        }
+    }
+}
+
+/// Terms added to each step's gradient: `mu * (w - anchor) + linear` for each parameter `w`.
+pub(super) struct GradientCorrection {
+    proximal: Option<(f32, Vec<Tensor<1>>)>,
+    linear: Option<Vec<Tensor<1>>>,
+}
+
+impl GradientCorrection {
+    /// Adds the terms to the gradients of `net`'s parameters.
+    pub(super) fn apply(&self, net: &Net, grads: &mut GradientsParams) {
+        net.visit(&mut Corrector {
+            correction: self,
+            grads,
+            index: 0,
+        });
+    }
+}
+
+/// Visits the parameters in flat-vector order, correcting each one's gradient.
+struct Corrector<'a> {
+    correction: &'a GradientCorrection,
+    grads: &'a mut GradientsParams,
+    index: usize,
+}
+
+impl ModuleVisitor for Corrector<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let index = self.index;
+        self.index += 1;
+        let Some(mut grad) = self.grads.remove::<D>(param.id) else {
+            return;
+        };
+        let dims = grad.dims();
+        if let Some((mu, anchor)) = &self.correction.proximal {
+            let w = param.val().inner();
+            grad = grad + (w - anchor[index].clone().reshape(dims)).mul_scalar(*mu);
+        }
+        if let Some(linear) = &self.correction.linear {
+            grad = grad + linear[index].clone().reshape(dims);
+        }
+        self.grads.register(param.id, grad);
+    }
+}
+
+/// A vector `v` applied after each optimiser step as `w ← w - lr * v`, outside momentum.
+pub(super) struct CorrectionStep(Vec<Tensor<1>>);
+
+impl CorrectionStep {
+    /// `net` moved by one step of `lr` against the correction; its parameters stay leaves of
+    /// the autodiff graph, as an optimiser step leaves them.
+    pub(super) fn step(&self, net: Net, lr: f64) -> Net {
+        net.map(&mut Stepper {
+            correction: &self.0,
+            lr,
+            index: 0,
+        })
+    }
+}
+
+/// Maps the parameters in flat-vector order, stepping each against its correction.
+struct Stepper<'a> {
+    correction: &'a [Tensor<1>],
+    lr: f64,
+    index: usize,
+}
+
+impl ModuleMapper for Stepper<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let correction = self.correction[self.index].clone();
+        self.index += 1;
+        param.map(|w| {
+            let require_grad = w.is_require_grad();
+            let dims = w.dims();
+            let stepped = w.inner() - correction.reshape(dims).mul_scalar(self.lr);
+            Tensor::from_inner(stepped).set_require_grad(require_grad)
+        })
+    }
+}
+
+/// The number of values of each float parameter of `net`, in flat-vector order.
+fn param_sizes(net: &Net) -> Vec<usize> {
+    struct Sizes(Vec<usize>);
+    impl ModuleVisitor for Sizes {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0.push(param.lazy_shape().num_elements());
+        }
+    }
+    let mut sizes = Sizes(Vec::new());
+    net.visit(&mut sizes);
+    sizes.0
+}
