@@ -16,7 +16,6 @@ use std::time::Instant;
 use common::{initial_model, plan, run, train_round, trainer};
 use fedsim::backend::BackendKind;
 use fedsim::config::TopologyConfig;
-use fedsim::model::ModelConfig;
 use fedsim::training::{ClientTrainer, EchoTrainer, InjectedFaults};
 
 #[global_allocator]
@@ -30,7 +29,7 @@ const WORKERS: usize = 2;
 
 fn main() {
     let data = Arc::new(common::mnist().train);
-    let model = initial_model(&data, &ModelConfig::mlp());
+    let model = initial_model(&data, &common::model("mlp"));
     let num_samples = [SAMPLES; CLIENTS];
     let client_rounds = (PER_ROUND * ROUNDS as usize) as f64;
     let tree = |trainer: Arc<dyn ClientTrainer>| {
@@ -50,7 +49,7 @@ fn main() {
 
     let training = Arc::new(trainer(
         &data,
-        &ModelConfig::mlp(),
+        &common::model("mlp"),
         BackendKind::Flex,
         WORKERS,
         (CLIENTS, SAMPLES),

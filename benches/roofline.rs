@@ -1,6 +1,6 @@
 //! How near this machine's limit local training and evaluation run on flex: each model's
 //! training and evaluation throughput in FLOP/s (from its layers' multiply-adds,
-//! [`ModelConfig::training_flops`]) as a fraction of the rate of the matrix-product library that
+//! [`fedsim::model::training_flops`]) as a fraction of the rate of the matrix-product library that
 //! burn-flex uses (`gemm`, with the kernels it picks for this CPU) on 2048x2048 f32 matrices,
 //! on 1 and on 2 workers. Two workers are compared with two single-threaded products running
 //! at once, as two workers each train one client single-threaded. Each fraction is the median
@@ -22,8 +22,9 @@ use common::{
 };
 use fedsim::backend::BackendKind;
 use fedsim::data::Dataset;
-use fedsim::model::ModelConfig;
-use fedsim::report::manifest::matmul_kernels;
+use fedsim::model::training_flops;
+use fedsim::output::manifest::matmul_kernels;
+use fedsim::registry::ModelChoice;
 use fedsim::training::evaluate;
 
 #[global_allocator]
@@ -63,10 +64,13 @@ fn main() {
         "| model | work | workers | GFLOP/s | product rate, GFLOP/s | fraction of the product rate |"
     );
     println!("| --- | --- | --- | --- | --- | --- |");
-    for model in [ModelConfig::mlp(), ModelConfig::Cnn {}] {
-        let model = &model;
-        let training_flops = model.training_flops(train.shape()) as f64;
-        let forward_flops = 2.0 * model.multiply_adds(train.shape()).iter().sum::<u64>() as f64;
+    for name in ["mlp", "cnn"] {
+        let model = &common::model(name);
+        let layers = model
+            .multiply_adds(train.shape())
+            .expect("the built-ins count their work");
+        let training_flops = training_flops(&layers) as f64;
+        let forward_flops = 2.0 * layers.iter().sum::<u64>() as f64;
         for workers in [1, 2] {
             let samples = training_throughput(&train, model, workers);
             print_row(model, "training", workers, training_flops, samples);
@@ -82,7 +86,7 @@ fn main() {
 /// [`PAIRS`] alternating pairs, and prints the medians of the throughput, of the rate and of
 /// each pair's fraction. Pairing cancels this shared machine's drifts, which move both.
 fn print_row(
-    model: &ModelConfig,
+    model: &ModelChoice,
     work: &str,
     workers: usize,
     flops_per_sample: f64,
@@ -127,7 +131,7 @@ fn per_second(mut work: impl FnMut()) -> f64 {
 /// A measurement of training samples per second: rounds of 8 clients on `workers` workers.
 fn training_throughput(
     data: &Arc<Dataset>,
-    model: &ModelConfig,
+    model: &ModelChoice,
     workers: usize,
 ) -> impl FnMut() -> f64 {
     let trainer = trainer(
@@ -147,7 +151,7 @@ fn training_throughput(
 /// A measurement of evaluated samples per second over the whole test set on `threads` threads.
 fn evaluation_throughput(
     data: &Dataset,
-    model: &ModelConfig,
+    model: &ModelChoice,
     threads: usize,
 ) -> impl FnMut() -> f64 {
     let params = initial_model(data, model);

@@ -15,22 +15,22 @@ use common::{
 };
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fedsim::backend::BackendKind;
-use fedsim::model::ModelConfig;
+use fedsim::registry::ModelChoice;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn cases() -> Vec<(ModelConfig, BackendKind)> {
+fn cases() -> Vec<(ModelChoice, BackendKind)> {
     let mut cases = Vec::new();
     for backend in [BackendKind::Flex, BackendKind::Ndarray] {
-        for model in [ModelConfig::mlp(), ModelConfig::Cnn {}] {
-            cases.push((model, backend));
+        for name in ["mlp", "cnn"] {
+            cases.push((common::model(name), backend));
         }
     }
     cases
 }
 
-fn name(model: &ModelConfig, backend: BackendKind) -> String {
+fn name(model: &ModelChoice, backend: BackendKind) -> String {
     format!("{}/{backend:?}", model.name()).to_lowercase()
 }
 
@@ -62,8 +62,8 @@ fn parallel_round(c: &mut Criterion) {
         (CLIENTS_PER_ROUND * SAMPLES_PER_CLIENT) as u64,
     ));
     group.sample_size(10);
-    let fast_enough = |(model, backend): &(ModelConfig, BackendKind)| {
-        !(*model == ModelConfig::Cnn {} && *backend == BackendKind::Ndarray)
+    let fast_enough = |(model, backend): &(ModelChoice, BackendKind)| {
+        !(model.name() == "cnn" && *backend == BackendKind::Ndarray)
     };
     for (model, backend) in cases().into_iter().filter(fast_enough) {
         let params = initial_model(&data, &model);

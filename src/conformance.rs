@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::config::{ExperimentConfig, Override};
+use crate::output::{Progress, RoundRecord, RunFolder};
 use crate::registry::Registry;
-use crate::report::{Progress, RoundRecord, RunFolder};
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
 use crate::topology::FederationError;

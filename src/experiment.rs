@@ -13,13 +13,12 @@ use crate::data::leaf::{self, LeafTask};
 use crate::data::mnist::{FASHION_MNIST, MNIST};
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
 use crate::data::{DataFile, Dataset, NaturalClients, TrainTest, cifar, numpy, tabular};
-use crate::model::Net;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
-use crate::registry::{AlgorithmChoice, Origin, Registry};
-use crate::report::manifest::{PluginUse, Resume};
-use crate::report::run_folder::{FolderError, Saved};
-use crate::report::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
+use crate::output::manifest::{PluginUse, Resume};
+use crate::output::run_folder::{FolderError, Saved};
+use crate::output::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
+use crate::registry::{AlgorithmChoice, ModelChoice, Origin, Registry};
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
@@ -38,6 +37,10 @@ pub struct Experiment {
     config: ExperimentConfig,
     /// The algorithm the `strategy` section names, with its parameters.
     algorithm: AlgorithmChoice,
+    /// The architecture the `model` section names, with its hyperparameters.
+    model: ModelChoice,
+    /// Its parameter layout for the data set.
+    layout: Layout,
     train: Arc<Dataset>,
     test: Arc<Dataset>,
     partition: Arc<Partition>,
@@ -63,8 +66,8 @@ pub struct RunResult {
 }
 
 impl Experiment {
-    /// Loads the data set and splits it as the config says, with the algorithm `registry` gives
-    /// for its `strategy` section.
+    /// Loads the data set and splits it as the config says, with the algorithm and the model
+    /// `registry` gives for its `strategy` and `model` sections.
     pub fn prepare(config: ExperimentConfig, registry: &Registry) -> Result<Self, Error> {
         let algorithm = registry.algorithm_for(&config)?;
         // The seed of every split of the data: test rows, clients, held-out samples.
@@ -90,21 +93,24 @@ impl Experiment {
             DataConfig::Shakespeare(files) => {
                 leaf::load(LeafTask::Shakespeare, files.dir.as_deref())?
             }
-            DataConfig::Numpy(arrays) => {
-                let data = numpy::load(arrays)?;
-                // Arrays may hold images or rows: only now is it known whether the model
-                // fits them.
-                let sample = data.train.shape().sample;
-                let problems = config.model.problems(sample.kind());
-                if let Some((field, message)) = problems.into_iter().next() {
-                    return Err(Error::ModelDoesNotFit(format!(
-                        "{} holds {sample}; model.{field}: {message}",
-                        arrays.path.display()
-                    )));
-                }
-                data
-            }
+            DataConfig::Numpy(arrays) => numpy::load(arrays)?,
         };
+        // Arrays may hold images or rows: only now is it known whether the model fits them
+        // (for the other data sets, validation has told).
+        let sample = data.train.shape().sample;
+        let model = registry
+            .choose_model(&config.model, Some(sample.kind()))
+            .map_err(|problems| {
+                let (field, message) = problems.into_iter().next().unwrap_or_default();
+                let source = match &config.data {
+                    DataConfig::Numpy(arrays) => arrays.path.display().to_string(),
+                    _ => format!("the {} data set", config.data.name()),
+                };
+                Error::ModelDoesNotFit(format!("{source} holds {sample}; model.{field}: {message}"))
+            })?;
+        let layout = model
+            .layout(data.train.shape())
+            .map_err(|unknown| Error::ModelDoesNotFit(unknown.to_string()))?;
         if let DataConfig::Mnist(files)
         | DataConfig::FashionMnist(files)
         | DataConfig::Cifar10(files) = &config.data
@@ -135,6 +141,8 @@ impl Experiment {
         Ok(Self {
             config,
             algorithm,
+            model,
+            layout,
             train,
             test,
             partition: Arc::new(partition),
@@ -221,7 +229,7 @@ impl Experiment {
             folder.write_json("attackers.json", &attackers)?;
         }
         let model = initial_params(
-            &self.layout(),
+            self.layout(),
             &mut stream(config.seed, Purpose::MODEL_INIT, 0, 0),
         );
         let strategy = self.strategy();
@@ -276,14 +284,17 @@ impl Experiment {
 
     /// The components it uses that another crate than fedsim registered, for the manifest.
     fn plugins(&self) -> Vec<PluginUse> {
-        let origin = self.algorithm.origin();
-        (*origin != Origin::fedsim())
-            .then(|| PluginUse {
-                kind: "algorithm".to_string(),
-                name: self.algorithm.name().to_string(),
+        let used = [
+            ("algorithm", self.algorithm.name(), self.algorithm.origin()),
+            ("model", self.model.name(), self.model.origin()),
+        ];
+        used.into_iter()
+            .filter(|(_, _, origin)| **origin != Origin::fedsim())
+            .map(|(kind, name, origin)| PluginUse {
+                kind: kind.to_string(),
+                name: name.to_string(),
                 origin: origin.clone(),
             })
-            .into_iter()
             .collect()
     }
 
@@ -386,12 +397,8 @@ impl Experiment {
     }
 
     /// The model's parameter layout.
-    fn layout(&self) -> Layout {
-        Layout::of(&Net::new(
-            &self.config.model,
-            self.train.shape(),
-            &self.config.backend.device(),
-        ))
+    fn layout(&self) -> &Layout {
+        &self.layout
     }
 
     /// The burn trainer for this experiment's clients.
@@ -401,7 +408,7 @@ impl Experiment {
             seed: config.seed,
             data: self.train.clone(),
             partition: self.training.clone(),
-            model: config.model.clone(),
+            model: self.model.clone(),
             client: config.client.clone(),
             algorithm: self.algorithm.client(&self.setting()),
             states: states.clone(),
@@ -445,7 +452,7 @@ impl Experiment {
                 evaluator: Box::new(TestEvaluator {
                     test_data: self.test.clone(),
                     batch_size: config.eval.batch_size,
-                    model: config.model.clone(),
+                    model: self.model.clone(),
                     backend: config.backend,
                     clients: self.client_tests.clone(),
                 }),
@@ -519,6 +526,7 @@ impl Resumable {
         for plugin in &manifest.plugins {
             let registered = match plugin.kind.as_str() {
                 "algorithm" => registry.algorithm(&plugin.name).is_some(),
+                "model" => registry.model(&plugin.name).is_some(),
                 _ => false,
             };
             if !registered {

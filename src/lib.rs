@@ -17,13 +17,13 @@ pub mod checkpoint;
 pub mod cli;
 #[cfg(feature = "mpi")]
 pub mod cluster;
-pub mod compare;
 pub mod config;
 pub mod conformance;
 pub mod data;
 pub mod experiment;
 pub mod model;
 pub mod network;
+pub mod output;
 pub mod registry;
 pub mod report;
 pub mod seed;
@@ -54,10 +54,10 @@ pub enum Error {
     Partition(#[from] data::partition::PartitionError),
     /// The run folder cannot be used: it holds a run already, or cannot be resumed.
     #[error(transparent)]
-    Folder(#[from] report::run_folder::FolderError),
+    Folder(#[from] output::run_folder::FolderError),
     /// The run folder cannot be written.
     #[error(transparent)]
-    Write(#[from] report::run_folder::WriteError),
+    Write(#[from] output::run_folder::WriteError),
     /// The federation stopped: a client failed, or a tier was lost.
     #[error(transparent)]
     Federation(#[from] topology::FederationError),
@@ -66,7 +66,7 @@ pub enum Error {
     Sweep(#[from] sweep::SweepError),
     /// A comparison report cannot be made from the folders given, or written.
     #[error(transparent)]
-    Report(#[from] compare::ReportError),
+    Report(#[from] report::ReportError),
     /// A data set could not be downloaded, checked or unpacked.
     #[error(transparent)]
     Fetch(#[from] data::fetch::FetchError),
@@ -92,7 +92,7 @@ pub enum Error {
 impl Error {
     /// Whether the user's input (config, flags, data files) is at fault, rather than the run.
     pub fn is_bad_input(&self) -> bool {
-        use report::run_folder::FolderError;
+        use output::run_folder::FolderError;
         match self {
             Error::Config(_)
             | Error::Data(_)
@@ -101,7 +101,7 @@ impl Error {
             | Error::Placement(_)
             | Error::Sweep(_) => true,
             Error::Folder(error) => !matches!(error, FolderError::Write(_)),
-            Error::Report(error) => !matches!(error, compare::ReportError::Write(_)),
+            Error::Report(error) => !matches!(error, report::ReportError::Write(_)),
             _ => false,
         }
     }

@@ -32,9 +32,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::{ConfigError, ExperimentConfig, Override};
+use crate::output::run_folder::{CHECKPOINT, Failure, Saved};
+use crate::output::{Progress, say};
 use crate::registry::Registry;
-use crate::report::run_folder::{CHECKPOINT, Failure, Saved};
-use crate::report::{Progress, say};
 use crate::stop::StopSignal;
 use crate::{Error, Experiment, Run};
 
@@ -427,7 +427,7 @@ fn clear_unstarted(folder: &Path) -> Result<(), Error> {
         "attackers.json",
         Failure::FILE,
     ];
-    let io = |source| crate::report::run_folder::WriteError {
+    let io = |source| crate::output::run_folder::WriteError {
         path: folder.to_path_buf(),
         source,
     };

@@ -1,7 +1,8 @@
-//! A user's own algorithm, registered beside the built-ins, gets the whole command line: the
-//! example plug-in runs from its experiment file and is recorded in the manifest, a program
-//! without it refuses to continue its runs, and a crate outside the repository, made from the
-//! template in `examples/plugin-crate/`, builds against fedsim and runs its algorithm.
+//! A user's own algorithm or model, registered beside the built-ins, gets the whole command
+//! line: the example plug-ins run from their experiment files and are recorded in the
+//! manifest, a program without them refuses to continue their runs, and a crate outside the
+//! repository, made from the template in `examples/plugin-crate/`, builds against fedsim and
+//! runs its algorithm.
 
 mod common;
 
@@ -104,6 +105,105 @@ fn the_example_strategy_runs_beside_the_builtins_and_its_runs_need_it_to_resume(
         stderr.contains("strategy.epsilon: is 0; must be greater than 0"),
         "{stderr}"
     );
+}
+
+#[test]
+fn the_example_model_trains_from_its_name_reproducibly_and_is_checked_as_a_builtin() {
+    let listed = succeeded(example("custom_model", &["models"]));
+    assert!(
+        listed.contains("\nlenet\n  NIID-Bench's CNN (Li et al. 2021)"),
+        "{listed}"
+    );
+    assert!(listed.contains("  from: fedsim-example-custom-model "));
+    assert!(listed.contains("  hidden = [120,84]: "), "{listed}");
+    assert!(listed.contains("\ncnn\n"), "the built-ins stay");
+    let dir = tempfile::tempdir().unwrap();
+    let file = root().join("examples/custom_model/lenet.json");
+    let file = file.to_str().unwrap();
+    let train = |name: &str, workers: &str| {
+        let out = dir.path().join(name);
+        let sets = [
+            "federation.rounds=2",
+            "federation.clients_per_round=4",
+            "client.lr=0.05",
+        ];
+        let mut args = vec!["run", file, "--quiet", "--out", out.to_str().unwrap()];
+        for set in sets.iter().chain(&[workers]) {
+            args.extend(["--set", set]);
+        }
+        succeeded(example("custom_model", &args));
+        out
+    };
+    let two = train("two-workers", "federation.num_parallels=2");
+    let one = train("one-worker", "federation.num_parallels=1");
+    assert_eq!(model_bytes(&two), model_bytes(&one));
+    let rounds = metrics_without_timing(&two);
+    let accuracy = record(&rounds[1])["test_accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.5, "LeNet learns MNIST: {accuracy}");
+    let layout: Value =
+        serde_json::from_str(&fs::read_to_string(two.join("model-layout.json")).unwrap()).unwrap();
+    let names: Vec<&str> = layout["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names[..2], ["conv1.weight", "conv1.bias"]);
+    // 6·25 + 6, 16·150 + 16, 256·120 + 120, 120·84 + 84, 84·10 + 10.
+    let values: u64 = layout["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .product::<u64>()
+        })
+        .sum();
+    assert_eq!(values, 156 + 2_416 + 30_840 + 10_164 + 850);
+    let manifest: Value =
+        serde_json::from_str(&fs::read_to_string(two.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["plugins"][0]["kind"], "model");
+    assert_eq!(manifest["plugins"][0]["name"], "lenet");
+    let refused = common::fails_with(&["run", "--resume", two.to_str().unwrap()], 2);
+    assert!(
+        refused.contains(
+            "the run used the model \"lenet\" from the crate fedsim-example-custom-model"
+        ),
+        "{refused}"
+    );
+    let unknown = common::fails_with(&["run", file], 2);
+    assert!(
+        unknown.contains("model.name: unknown variant `lenet`"),
+        "{unknown}"
+    );
+    // Its hyperparameters and the data it takes are checked as a built-in's are.
+    for (sets, expected) in [
+        (
+            vec!["model={\"name\": \"lenet\", \"hidden\": [120, 0]}"],
+            "model.hidden: has a layer of 0 units",
+        ),
+        (
+            vec!["model={\"name\": \"lenet\", \"width\": 3}"],
+            "model.width: unknown field `width`",
+        ),
+        (
+            vec!["data={\"dataset\": \"breast-cancer\"}"],
+            "model.name: \"lenet\" cannot take rows of numeric features; use \"mlp\" or \"logistic\"",
+        ),
+    ] {
+        let mut args = vec!["run", file];
+        for set in &sets {
+            args.extend(["--set", set]);
+        }
+        let bad = example("custom_model", &args);
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
 }
 
 /// The template crate copied to `dir`, its fedsim dependency pointed at this checkout and its

@@ -14,7 +14,7 @@ use fedsim::config::{
     FailurePolicy, FaultConfig, FaultKind, NetworkConfig, SchedulerMode, TopologyConfig, WorkPlan,
 };
 use fedsim::network::{ClientId, DropReason, LinkProfile, Message, NodeId, Tensors, Update};
-use fedsim::report::RoundRecord;
+use fedsim::output::RoundRecord;
 use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{

@@ -220,7 +220,7 @@ fn two_runs_of_one_command_have_the_same_manifest() {
     assert!(!features.is_empty() || !cfg!(target_arch = "x86_64"));
     assert_eq!(
         manifest["environment"]["matmul_kernels"],
-        fedsim::report::manifest::matmul_kernels()
+        fedsim::output::manifest::matmul_kernels()
     );
     let summary: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("a/run/summary.json")).unwrap(),

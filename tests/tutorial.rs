@@ -28,18 +28,26 @@ fn sweep_files() -> Vec<PathBuf> {
     files
 }
 
-/// The sweep file at `path` cut to one round per run and rewritten to run from `dir`: its
+/// The sweep file at `path` cut to one round per run, and to one local epoch where neither the
+/// sweep nor its base sets the local work otherwise, and rewritten to run from `dir`: its
 /// base's path made absolute (an inline base uses the built-in data set).
 fn one_round_copy(path: &Path, dir: &Path) -> PathBuf {
-    let mut sweep: Value = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    let text = fs::read_to_string(path).unwrap();
+    let mut sweep: Value = serde_json::from_str(&text).unwrap();
     let folder = path.parent().unwrap();
+    let mut base_client = sweep["base"]["client"].clone();
     if let Value::String(base) = &mut sweep["base"] {
         *base = folder.join(&*base).to_string_lossy().into_owned();
+        let base: Value = serde_json::from_str(&fs::read_to_string(&*base).unwrap()).unwrap();
+        base_client = base["client"].clone();
     }
     if sweep.get("grid").is_none() {
         sweep["grid"] = json!({});
     }
     sweep["grid"]["federation.rounds"] = json!([1]);
+    if !text.contains("epochs") && !text.contains("work") && base_client.get("work").is_none() {
+        sweep["grid"]["client.epochs"] = json!([1]);
+    }
     let copy = dir.join(path.file_name().unwrap());
     fs::write(&copy, sweep.to_string()).unwrap();
     copy
@@ -110,7 +118,7 @@ fn the_tutorial_readme_commands_parse_and_name_files_that_exist() {
             Command::Partition { experiment, .. } => {
                 assert!(root().join(&experiment.experiment).is_file(), "{command}");
             }
-            Command::Report(_) | Command::Strategies | Command::Data(_) => {}
+            Command::Report(_) | Command::Strategies | Command::Models | Command::Data(_) => {}
         }
     }
     // Every step is shown.

@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use fedsim::backend::BackendKind;
+use fedsim::config::ModelConfig;
 use fedsim::config::{ClientConfig, FailurePolicy, NetworkConfig, TopologyConfig, WorkPlan};
 use fedsim::data::mnist::MNIST;
 use fedsim::data::partition::Partition;
 use fedsim::data::{Dataset, Normalization, TrainTest};
-use fedsim::model::flat::{Layout, initial_params};
-use fedsim::model::{ModelConfig, Net};
+use fedsim::model::flat::initial_params;
+use fedsim::registry::{ModelChoice, Registry};
 use fedsim::seed::{Purpose, stream};
 use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
@@ -31,11 +32,18 @@ pub fn mnist() -> TrainTest {
         .expect("embedded MNIST loads")
 }
 
+/// The built-in architecture `name` with its default hyperparameters.
+pub fn model(name: &str) -> ModelChoice {
+    Registry::builtin()
+        .choose_model(&ModelConfig::named(name), None)
+        .expect("a built-in model")
+}
+
 /// A trainer over `clients` clients of `samples` consecutive samples each, training one epoch
 /// of batch 32 at learning rate 0.05.
 pub fn trainer(
     data: &Arc<Dataset>,
-    model: &ModelConfig,
+    model: &ModelChoice,
     backend: BackendKind,
     workers: usize,
     (count, samples): (usize, usize),
@@ -67,9 +75,11 @@ pub fn trainer(
 }
 
 /// The seeded initial model of `model` for `data`.
-pub fn initial_model(data: &Dataset, model: &ModelConfig) -> Arc<[f32]> {
-    let net = Net::new(model, data.shape(), &BackendKind::Flex.device());
-    initial_params(&Layout::of(&net), &mut stream(0, Purpose::MODEL_INIT, 0, 0)).into()
+pub fn initial_model(data: &Dataset, model: &ModelChoice) -> Arc<[f32]> {
+    let layout = model
+        .layout(data.shape())
+        .expect("a built-in model's layout");
+    initial_params(&layout, &mut stream(0, Purpose::MODEL_INIT, 0, 0)).into()
 }
 
 /// Trains clients `0..clients` for `steps` steps each on `trainer` and waits for all of them.

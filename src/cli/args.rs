@@ -33,6 +33,9 @@ pub enum Command {
     /// List the FL algorithms an experiment's `strategy` can name, with their parameters,
     /// defaults and papers.
     Strategies,
+    /// List the model architectures an experiment's `model` can name, with their
+    /// hyperparameters and defaults.
+    Models,
     /// Run every experiment of a sweep file (a base experiment, variants and a grid of
     /// field values), each in its own folder; rerunning skips finished runs and resumes
     /// killed ones.

@@ -33,8 +33,8 @@ pub use args::{
 };
 
 use crate::backend::BackendKind;
-use crate::registry::Registry;
-use crate::report::say;
+use crate::output::say;
+use crate::registry::{ParamInfo, Registry};
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
 use crate::{Error, Experiment, ExperimentConfig};
@@ -68,6 +68,10 @@ pub fn main(registry: Registry) -> ExitCode {
         }
         Command::Strategies => {
             print!("{}", strategies(&registry));
+            Ok(())
+        }
+        Command::Models => {
+            print!("{}", models(&registry));
             Ok(())
         }
         Command::Data(DataCommand::Fetch(args)) => fetch(&args),
@@ -147,13 +151,7 @@ fn strategies(registry: &Registry) -> String {
     );
     for algorithm in registry.algorithms() {
         out += &format!("\n{}\n  paper: {}\n", algorithm.name, algorithm.paper);
-        if algorithm.origin != crate::registry::Origin::fedsim() {
-            let origin = &algorithm.origin;
-            out += &format!("  from: {} {}\n", origin.crate_name, origin.version);
-        }
-        for param in &algorithm.params {
-            out += &format!("  {} = {}: {}\n", param.name, param.default, param.doc);
-        }
+        out += &origin_and_params(&algorithm.origin, &algorithm.params);
         out += match algorithm.edge {
             EdgeAggregation::Mean {
                 several_edge_rounds: true,
@@ -167,6 +165,32 @@ fn strategies(registry: &Registry) -> String {
             }
         }
         .as_str();
+    }
+    out
+}
+
+/// The architectures and their hyperparameters, as `fedsim models` prints them; those another
+/// crate registered say which.
+fn models(registry: &Registry) -> String {
+    let mut out = String::from(
+        "Set the architecture in an experiment file's \"model\", by its name alone for the defaults or with hyperparameters, e.g.\n  \"model\": {\"name\": \"mlp\", \"hidden\": [100]}\n",
+    );
+    for model in registry.models() {
+        out += &format!("\n{}\n  {}\n", model.name, model.about);
+        out += &origin_and_params(&model.origin, &model.params);
+    }
+    out
+}
+
+/// The lines of a listing that name the crate a component comes from, if not fedsim, and
+/// its parameters with their defaults.
+fn origin_and_params(origin: &crate::registry::Origin, params: &[ParamInfo]) -> String {
+    let mut out = String::new();
+    if *origin != crate::registry::Origin::fedsim() {
+        out += &format!("  from: {} {}\n", origin.crate_name, origin.version);
+    }
+    for param in params {
+        out += &format!("  {} = {}: {}\n", param.name, param.default, param.doc);
     }
     out
 }
@@ -241,9 +265,9 @@ fn partition(
     ));
     if let Some(path) = plot {
         let title = format!("Labels per client: {}", experiment.config().name);
-        let svg = crate::compare::plots::label_distribution(counts, &title)
+        let svg = crate::report::plots::label_distribution(counts, &title)
             .expect("a chart draws to memory");
-        crate::report::run_folder::write_atomically(path, svg.as_bytes())
+        crate::output::run_folder::write_atomically(path, svg.as_bytes())
             .map_err(|e| (e.into(), None))?;
         say(format_args!("label chart: {}", path.display()));
     }

@@ -6,8 +6,8 @@
 use super::run::{Job, report, say_traffic};
 use super::{Failure, RunArgs, exit_code};
 use crate::cluster::{Cluster, MpiConnector, MpiRecord};
+use crate::output::say;
 use crate::registry::Registry;
-use crate::report::say;
 use crate::stop::StopSignal;
 use crate::topology::Spread;
 use crate::{Error, Experiment};
@@ -43,7 +43,7 @@ pub(super) fn run(args: &RunArgs, registry: &Registry, stop: &StopSignal) -> Res
     let result = job.play(spread, args.quiet, stop);
     let failure = result.as_ref().err().map(|(error, _)| error);
     let record = finish(&cluster, connector, failure).expect("rank 0 gathers the record");
-    let written = crate::report::run_folder::write_atomically(
+    let written = crate::output::run_folder::write_atomically(
         &dir.join("mpi.json"),
         serde_json::to_string_pretty(&record)
             .expect("the record serialises")

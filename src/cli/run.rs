@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::{Failure, RunArgs, load};
 use crate::config::Placement;
+use crate::output::{Progress, RunFolder, say};
 use crate::registry::Registry;
-use crate::report::{Progress, RunFolder, say};
 use crate::stop::StopSignal;
 use crate::topology::{InProcess, Spread};
 use crate::{Experiment, Run, RunResult};
@@ -75,7 +75,7 @@ impl Job {
         say(format_args!(
             "{}: {} model, {} clients ({} per round), {} rounds on {}; results in {}",
             config.name,
-            config.model.name(),
+            config.model.name,
             config.federation.num_clients,
             config.federation.clients_per_round,
             config.federation.rounds,

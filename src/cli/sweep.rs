@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 
 use super::{Cli, Failure, ReportArgs, SweepArgs};
 use crate::Error;
-use crate::compare::ReportOptions;
+use crate::output::say;
 use crate::registry::Registry;
-use crate::report::say;
+use crate::report::ReportOptions;
 use crate::stop::StopSignal;
 use crate::sweep::{FolderState, Sweep};
 
@@ -117,7 +117,7 @@ fn write_report(
     registry: &Registry,
 ) -> Result<(), Failure> {
     let written =
-        crate::compare::write_report(dirs, out, options, registry).map_err(|e| (e.into(), None))?;
+        crate::report::write_report(dirs, out, options, registry).map_err(|e| (e.into(), None))?;
     for line in &written.left_out {
         say(format_args!("left out: {line}"));
     }

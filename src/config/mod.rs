@@ -36,7 +36,6 @@ use crate::data::numpy::NumpyConfig;
 use crate::data::synthetic::{MAX_USERS, SyntheticConfig};
 use crate::data::tabular::{CsvConfig, SplitOptions};
 use crate::data::{Augmentation, Normalization, SampleKind};
-use crate::model::ModelConfig;
 
 /// A whole experiment: data, model, federation, local training and evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,9 +51,9 @@ pub struct ExperimentConfig {
     /// How the training set is split among clients. Default: balanced IID.
     #[serde(default)]
     pub partition: PartitionConfig,
-    /// The architecture: `"logistic"`, `"mlp"` or `"cnn"`, or an object with its
-    /// hyperparameters, `{"name": "mlp", "hidden": [200, 200]}`.
-    #[serde(deserialize_with = "crate::model::named_or_configured")]
+    /// The architecture, any name `fedsim models` lists: the name alone (`"cnn"`) for its
+    /// defaults, or an object with its hyperparameters beside the name (`{"name": "mlp",
+    /// "hidden": [200, 200]}`).
     pub model: ModelConfig,
     /// Clients, sampling and rounds.
     pub federation: FederationConfig,
@@ -63,7 +62,7 @@ pub struct ExperimentConfig {
     /// The FL algorithm and its parameters: `{"name": "fedavg"}` (the default), or any name
     /// `fedsim strategies` lists, with its parameters beside it (`{"name": "fedprox", "mu":
     /// 0.01}`).
-    #[serde(default)]
+    #[serde(default = "fedavg")]
     pub strategy: StrategyConfig,
     /// The shape of the federation tree. Default: flat.
     #[serde(default)]
@@ -95,20 +94,27 @@ pub struct ExperimentConfig {
     pub placement: PlacementConfig,
 }
 
-/// The `strategy` section: an algorithm's name and its parameters beside it, as the registry
-/// ([`crate::registry::Registry`]) reads them. Once an experiment is loaded, `params` holds
-/// every parameter of the algorithm, defaults filled in.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StrategyConfig {
-    /// The algorithm's registered name.
+/// A section that names a registered component, with its parameters beside the name, as the
+/// registry ([`crate::registry::Registry`]) reads them: `{"name": "fedprox", "mu": 0.01}`, or
+/// the name alone (`"fedprox"`) for the defaults. Once an experiment is loaded, `params` holds
+/// every parameter of the component, defaults filled in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NamedSection {
+    /// The component's registered name.
     pub name: String,
     /// Its parameters, by field name.
     #[serde(flatten)]
     pub params: serde_json::Map<String, Value>,
 }
 
-impl StrategyConfig {
-    /// The algorithm `name` with no parameter given: each takes its default.
+/// The `strategy` section: an algorithm and its parameters.
+pub type StrategyConfig = NamedSection;
+
+/// The `model` section: an architecture and its hyperparameters.
+pub type ModelConfig = NamedSection;
+
+impl NamedSection {
+    /// The component `name` with no parameter given: each takes its default.
     pub fn named(name: &str) -> Self {
         Self {
             name: name.to_string(),
@@ -117,15 +123,32 @@ impl StrategyConfig {
     }
 }
 
-impl Default for StrategyConfig {
-    /// FedAvg.
-    fn default() -> Self {
-        Self::named("fedavg")
+/// The default `strategy` section.
+fn fedavg() -> StrategyConfig {
+    StrategyConfig::named("fedavg")
+}
+
+impl<'de> Deserialize<'de> for NamedSection {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match Value::deserialize(deserializer)? {
+            Value::String(name) => Ok(Self::named(&name)),
+            Value::Object(mut params) => match params.remove("name") {
+                Some(Value::String(name)) => Ok(Self { name, params }),
+                Some(other) => Err(D::Error::custom(format!(
+                    "`name` must be a string, not {other}"
+                ))),
+                None => Err(D::Error::missing_field("name")),
+            },
+            other => Err(D::Error::custom(format!(
+                "expected a name, or an object with a name and parameters, not {other}"
+            ))),
+        }
     }
 }
 
 /// What reads the sections of an experiment file that name registered components (the
-/// `strategy` section): the registry ([`crate::registry::Registry`]). It fills in their
+/// `strategy` and `model` sections): the registry ([`crate::registry::Registry`]). It fills in their
 /// defaults and gives each rule they break as (field path, message).
 pub trait Catalogue {
     /// Reads `config`'s registered sections in place, defaults filled in, and returns the rules
@@ -668,10 +691,6 @@ impl ExperimentConfig {
         {
             check(false, &format!("data.{field}"), message);
         }
-        let kind = self.data.sample_kind();
-        for (field, message) in kind.map(|k| self.model.problems(k)).unwrap_or_default() {
-            check(false, &format!("model.{field}"), message);
-        }
         let fed = &self.federation;
         check(
             fed.num_clients >= 1,
@@ -883,5 +902,35 @@ fn invalid(path: &Path, field: &str, message: String) -> ConfigError {
             message,
             set_by: None,
         }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_section_is_a_name_alone_or_an_object_with_one() {
+        let named: NamedSection = serde_json::from_str(r#""cnn""#).unwrap();
+        assert_eq!(named, NamedSection::named("cnn"));
+        let full: NamedSection =
+            serde_json::from_str(r#"{"name": "mlp", "hidden": [10]}"#).unwrap();
+        assert_eq!(full.name, "mlp");
+        assert_eq!(full.params["hidden"], serde_json::json!([10]));
+        assert_eq!(
+            serde_json::to_string(&full).unwrap(),
+            r#"{"name":"mlp","hidden":[10]}"#
+        );
+        for (text, expected) in [
+            (r#"{"hidden": [10]}"#, "missing field `name`"),
+            (r#"{"name": 3}"#, "`name` must be a string, not 3"),
+            (
+                "7",
+                "expected a name, or an object with a name and parameters, not 7",
+            ),
+        ] {
+            let error = serde_json::from_str::<NamedSection>(text).unwrap_err();
+            assert!(error.to_string().contains(expected), "{text}: {error}");
+        }
     }
 }

@@ -12,11 +12,41 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
 use super::mlp::dense;
-use crate::data::{DataShape, SampleShape};
+use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
+use crate::data::{DataShape, SampleKind, SampleShape};
+use crate::strategy::NoParams;
 
 const KERNEL: usize = 5;
 const CHANNELS: usize = 64;
 const HIDDEN: [usize; 2] = [384, 192];
+
+/// The FedAvg paper's CIFAR-10 network, as an experiment file names it: `"cifar-cnn"`.
+#[derive(Debug, Clone, Copy)]
+pub struct CifarCnnModel;
+
+impl Architecture for CifarCnnModel {
+    type Params = NoParams;
+
+    fn name(&self) -> &'static str {
+        "cifar-cnn"
+    }
+
+    fn about(&self) -> &'static str {
+        "the CIFAR-10 network of McMahan et al. (2017): two 5x5 convolutions of 64 channels with 3x3 max pooling of stride 2, then dense layers of 384 and 192 units"
+    }
+
+    fn takes(&self, sample: SampleKind) -> bool {
+        takes_images(sample)
+    }
+
+    fn build(&self, _: &NoParams, shape: DataShape, device: &Device) -> Net {
+        Net::new(CifarCnn::new(image(shape), shape.num_classes, device))
+    }
+
+    fn multiply_adds(&self, _: &NoParams, shape: DataShape) -> Option<Vec<u64>> {
+        Some(multiply_adds(shape))
+    }
+}
 
 /// Two convolution blocks and three dense layers.
 #[derive(Module, Debug)]
@@ -65,8 +95,17 @@ impl CifarCnn {
     }
 }
 
+impl Network for CifarCnn {
+    fn forward(&self, input: Input) -> Tensor<2> {
+        match input {
+            Input::Images(images) => CifarCnn::forward(self, images),
+            other => cannot_take("the CIFAR CNN", &other),
+        }
+    }
+}
+
 /// Multiply-adds per sample of each layer.
-pub(super) fn multiply_adds(shape: DataShape) -> Vec<u64> {
+fn multiply_adds(shape: DataShape) -> Vec<u64> {
     let SampleShape::Image([channels, height, width]) = shape.sample else {
         panic!("the CIFAR CNN takes images; validation rejects other data")
     };

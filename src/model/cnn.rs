@@ -9,13 +9,55 @@ use burn::tensor::{Device, Tensor};
 
 use super::conv_pool::conv_relu_pool;
 use super::mlp::dense;
-use crate::data::{DataShape, SampleShape};
+use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
+use crate::config::check::Problems;
+use crate::data::{DataShape, SampleKind, SampleShape};
+use crate::strategy::NoParams;
 
 const KERNEL: usize = 5;
 const CHANNELS: [usize; 2] = [32, 64];
 const HIDDEN: usize = 512;
 /// Each max-pool halves height and width; there are two.
-pub(super) const DOWNSAMPLING: usize = 4;
+const DOWNSAMPLING: usize = 4;
+
+/// The FedAvg paper's CNN, as an experiment file names it: `"cnn"`.
+#[derive(Debug, Clone, Copy)]
+pub struct CnnModel;
+
+impl Architecture for CnnModel {
+    type Params = NoParams;
+
+    fn name(&self) -> &'static str {
+        "cnn"
+    }
+
+    fn about(&self) -> &'static str {
+        "the CNN of McMahan et al. (2017): two 5x5 convolutions (32, 64 channels) with max pooling, then a 512-unit dense layer"
+    }
+
+    fn takes(&self, sample: SampleKind) -> bool {
+        takes_images(sample)
+    }
+
+    fn check(&self, _: &NoParams, sample: Option<SampleKind>, problems: &mut Problems) {
+        if let Some(SampleKind::Image([_, height, width])) = sample
+            && (height % DOWNSAMPLING != 0 || width % DOWNSAMPLING != 0)
+        {
+            problems.add(
+                "name",
+                format!("\"cnn\" needs image sides divisible by 4; the data set's images are {height}x{width}"),
+            );
+        }
+    }
+
+    fn build(&self, _: &NoParams, shape: DataShape, device: &Device) -> Net {
+        Net::new(Cnn::new(image(shape), shape.num_classes, device))
+    }
+
+    fn multiply_adds(&self, _: &NoParams, shape: DataShape) -> Option<Vec<u64>> {
+        Some(multiply_adds(shape))
+    }
+}
 
 /// Two convolution blocks and two dense layers.
 #[derive(Module, Debug)]
@@ -48,9 +90,18 @@ impl Cnn {
     }
 }
 
+impl Network for Cnn {
+    fn forward(&self, input: Input) -> Tensor<2> {
+        match input {
+            Input::Images(images) => Cnn::forward(self, images),
+            other => cannot_take("the CNN", &other),
+        }
+    }
+}
+
 /// Multiply-adds per sample of each layer: a convolution does `kernel² × inputs` for each
 /// output value (padding keeps height and width), a dense layer `inputs` for each output.
-pub(super) fn multiply_adds(shape: DataShape) -> Vec<u64> {
+fn multiply_adds(shape: DataShape) -> Vec<u64> {
     let SampleShape::Image([channels, height, width]) = shape.sample else {
         panic!("the CNN takes images; validation rejects other data")
     };
@@ -76,8 +127,8 @@ fn conv(inputs: usize, outputs: usize, device: &Device) -> Conv2d {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ModelConfig;
-    use crate::data::{DataShape, SampleShape};
+    use super::*;
+    use crate::model::training_flops;
 
     #[test]
     fn the_fedavg_cnn_costs_what_its_layers_add_up_to() {
@@ -86,11 +137,11 @@ mod tests {
             num_classes: 10,
         };
         // 28·28·32·25, 14·14·64·800, 3136·512, 512·10.
-        let layers = ModelConfig::Cnn {}.multiply_adds(mnist);
+        let layers = CnnModel.multiply_adds(&NoParams {}, mnist).unwrap();
         assert_eq!(layers, [627_200, 10_035_200, 1_605_632, 5_120]);
         let forward: u64 = layers.iter().sum();
         let training = 2 * (2 * forward + forward - 627_200);
-        assert_eq!(ModelConfig::Cnn {}.training_flops(mnist), training);
+        assert_eq!(training_flops(&layers), training);
         // About 72 MFLOP per training sample: 5 rounds of 6,000 samples and 5 evaluations of
         // 10,000 test images are the 3.4 TFLOP of the benchmark run.
         let run = 30_000 * training + 50_000 * 2 * forward;

@@ -3,14 +3,12 @@
 //! Parameters are visited in the module's declaration order; the same architecture always gives
 //! the same layout, so a vector produced by one worker loads into any other worker's model.
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
-use burn::tensor::{Tensor, TensorData};
 use rand::RngExt;
 use rand_chacha::ChaCha12Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::Serialize;
 
-use super::Net;
+use super::{Net, ParamSite};
 
 /// What a parameter tensor is to its layer, which decides how it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -31,7 +29,7 @@ pub enum ParamKind {
 /// One parameter tensor inside the flat vector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ParamSpec {
-    /// Dotted module path, e.g. `Mlp.layers.0.weight`.
+    /// Dotted module path, e.g. `layers.0.weight`.
     pub name: String,
     /// What the tensor is.
     pub kind: ParamKind,
@@ -60,13 +58,57 @@ pub struct Layout {
     pub params: Vec<ParamSpec>,
 }
 
+/// A parameter whose kind fedsim cannot tell, so that it cannot say how it starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the model's parameter {name} (in a {container}) is of no kind fedsim knows; its architecture must say what it is (Architecture::param_kind)"
+)]
+pub struct UnknownParam {
+    /// Its dotted module path.
+    pub name: String,
+    /// The container type burn gives it (`Struct:MyLayer`).
+    pub container: String,
+}
+
 impl Layout {
-    /// Reads the layout off a model.
-    pub fn of(net: &Net) -> Self {
-        let mut collector = LayoutCollector::default();
-        net.visit(&mut collector);
-        Self {
-            params: collector.params,
+    /// Reads the layout off a network. The weights and biases of burn's `Linear` and `Conv2d`,
+    /// an `Embedding`'s table and a `GroupNorm`'s scale and shift are known; `kind_of` says
+    /// what any other parameter is, with its fan-in.
+    pub fn of(
+        net: &Net,
+        kind_of: &dyn Fn(&ParamSite<'_>) -> Option<(ParamKind, usize)>,
+    ) -> Result<Self, UnknownParam> {
+        let mut params = Vec::new();
+        let mut last_weight_fan_in = 0;
+        let mut unknown = None;
+        net.walk(&mut |site| {
+            if unknown.is_some() {
+                return;
+            }
+            let name = site
+                .path
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<_>>()
+                .join(".");
+            let Some((kind, fan_in)) =
+                known_kind(site, last_weight_fan_in).or_else(|| kind_of(site))
+            else {
+                let container = site.path.last().map(|(_, c)| c.clone()).unwrap_or_default();
+                unknown = Some(UnknownParam { name, container });
+                return;
+            };
+            last_weight_fan_in = fan_in;
+            params.push(ParamSpec {
+                name,
+                kind,
+                shape: site.shape.clone(),
+                fan_in,
+            });
+        });
+        match unknown {
+            Some(unknown) => Err(unknown),
+            None => Ok(Self { params }),
         }
     }
 
@@ -105,132 +147,73 @@ pub fn initial_params(layout: &Layout, rng: &mut ChaCha12Rng) -> Vec<f32> {
     values
 }
 
+/// The kind and fan-in of a parameter of one of burn's layers that fedsim knows; a bias shares
+/// the fan-in of the weight before it.
+fn known_kind(site: &ParamSite<'_>, last_weight_fan_in: usize) -> Option<(ParamKind, usize)> {
+    let (field, container) = site.path.last()?;
+    let shape = &site.shape;
+    Some(match (field.as_str(), container.as_str()) {
+        ("bias", "Struct:Linear" | "Struct:Conv2d") => (ParamKind::Bias, last_weight_fan_in),
+        // burn stores dense weights as [inputs, outputs].
+        ("weight", "Struct:Linear") => (ParamKind::Weight, shape[0]),
+        // Convolution weights are [out, in, kernel...], as in PyTorch.
+        ("weight", "Struct:Conv2d") => (ParamKind::Weight, shape[1..].iter().product()),
+        // One row per token; no fan-in sets its scale.
+        ("weight", "Struct:Embedding") => (ParamKind::Embedding, 1),
+        ("gamma", "Struct:GroupNorm") => (ParamKind::NormScale, 1),
+        ("beta", "Struct:GroupNorm") => (ParamKind::NormShift, 1),
+        _ => return None,
+    })
+}
+
 /// Copies a model's parameters into one flat vector.
 pub fn flatten(net: &Net) -> Vec<f32> {
-    let mut flattener = Flattener::default();
-    net.visit(&mut flattener);
-    flattener.values
+    let mut values = Vec::new();
+    net.walk(&mut |site| {
+        let data = site.value().into_data();
+        let slice = data
+            .as_slice::<f32>()
+            .expect("fedsim models hold f32 parameters");
+        values.extend_from_slice(slice);
+    });
+    values
 }
 
 /// Replaces a model's parameters with the values of a flat vector laid out by [`Layout::of`].
 /// The loaded tensors are fresh leaves, so training starts a new autodiff graph.
 pub fn load(net: Net, values: &[f32]) -> Net {
-    let mut loader = Loader { values, offset: 0 };
-    let net = net.map(&mut loader);
+    let (net, taken) = net.load_values(values);
     assert_eq!(
-        loader.offset,
+        taken,
         values.len(),
-        "flat vector has {} values, the model {}",
+        "flat vector has {} values, the model {taken}",
         values.len(),
-        loader.offset
     );
     net
-}
-
-#[derive(Default)]
-struct LayoutCollector {
-    params: Vec<ParamSpec>,
-    /// Module path with each entry's container type (`Struct:Linear`, …).
-    path: Vec<(String, String)>,
-    /// Fan-in of the last weight seen, which its layer's bias shares.
-    last_weight_fan_in: usize,
-}
-
-impl ModuleVisitor for LayoutCollector {
-    fn enter_module(&mut self, name: &str, container_type: &str) {
-        self.path
-            .push((name.to_string(), container_type.to_string()));
-    }
-
-    fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.pop();
-    }
-
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let shape = param.lazy_shape().to_vec();
-        let (field, container) = self.path.last().cloned().unwrap_or_default();
-        let name = self
-            .path
-            .iter()
-            .map(|(name, _)| name.as_str())
-            .collect::<Vec<_>>()
-            .join(".");
-        let (kind, fan_in) = match (field.as_str(), container.as_str()) {
-            ("bias", "Struct:Linear" | "Struct:Conv2d") => {
-                (ParamKind::Bias, self.last_weight_fan_in)
-            }
-            // burn stores dense weights as [inputs, outputs].
-            ("weight", "Struct:Linear") => (ParamKind::Weight, shape[0]),
-            // Convolution weights are [out, in, kernel...], as in PyTorch.
-            ("weight", "Struct:Conv2d") => (ParamKind::Weight, shape[1..].iter().product()),
-            // One row per token; no fan-in sets its scale.
-            ("weight", "Struct:Embedding") => (ParamKind::Embedding, 1),
-            ("gamma", "Struct:GroupNorm") => (ParamKind::NormScale, 1),
-            ("beta", "Struct:GroupNorm") => (ParamKind::NormShift, 1),
-            _ => panic!("parameter {name} ({container}) has no known kind; add it to ParamKind"),
-        };
-        self.last_weight_fan_in = fan_in;
-        self.params.push(ParamSpec {
-            name,
-            kind,
-            shape,
-            fan_in,
-        });
-    }
-}
-
-#[derive(Default)]
-struct Flattener {
-    values: Vec<f32>,
-}
-
-impl ModuleVisitor for Flattener {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let data = param.val().into_data();
-        let values = data
-            .as_slice::<f32>()
-            .expect("fedsim models hold f32 parameters");
-        self.values.extend_from_slice(values);
-    }
-}
-
-struct Loader<'a> {
-    values: &'a [f32],
-    offset: usize,
-}
-
-impl ModuleMapper for Loader<'_> {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let shape = param.lazy_shape();
-        let len = shape.num_elements();
-        let slice = &self.values[self.offset..self.offset + len];
-        self.offset += len;
-        let device = param.lazy_device();
-        let tensor = Tensor::from_data(TensorData::new(slice.to_vec(), shape), &device);
-        let id = param.id;
-        param.transform_for_load(tensor, id)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::data::{DataShape, SampleShape};
-    use crate::model::ModelConfig;
+    use crate::model::{Architecture, CnnModel, MlpModel};
     use crate::seed::{Purpose, stream};
+    use crate::strategy::NoParams;
     use burn::tensor::Device;
 
-    fn mnist_net(kind: ModelConfig) -> Net {
-        let shape = DataShape {
-            sample: SampleShape::Image([1, 28, 28]),
-            num_classes: 10,
-        };
-        Net::new(&kind, shape, &Device::flex())
+    const MNIST: DataShape = DataShape {
+        sample: SampleShape::Image([1, 28, 28]),
+        num_classes: 10,
+    };
+
+    fn layout(net: &Net) -> Layout {
+        Layout::of(net, &|_| None).unwrap()
     }
 
     #[test]
     fn mlp_layout_matches_the_architecture() {
-        let layout = Layout::of(&mnist_net(ModelConfig::mlp()));
+        let net = MlpModel.build(&Default::default(), MNIST, &Device::flex());
+        let layout = layout(&net);
         let shapes: Vec<&[usize]> = layout.params.iter().map(|p| p.shape.as_slice()).collect();
         assert_eq!(
             shapes,
@@ -245,14 +228,14 @@ mod tests {
         );
         assert_eq!(layout.len(), 199_210);
         assert_eq!(layout.params[1].fan_in, 784);
-        assert_eq!(layout.params[1].name, "Mlp.layers.0.bias");
+        assert_eq!(layout.params[1].name, "layers.0.bias");
         let kinds: Vec<ParamKind> = layout.params.iter().map(|p| p.kind).collect();
         assert_eq!(kinds, [ParamKind::Weight, ParamKind::Bias].repeat(3));
     }
 
     #[test]
     fn cnn_has_the_fedavg_paper_parameter_count() {
-        let layout = Layout::of(&mnist_net(ModelConfig::Cnn {}));
+        let layout = layout(&CnnModel.build(&NoParams {}, MNIST, &Device::flex()));
         assert_eq!(layout.len(), 1_663_370);
         assert_eq!(layout.params[0].fan_in, 25);
         assert_eq!(layout.params[2].fan_in, 32 * 25);
@@ -260,8 +243,8 @@ mod tests {
 
     #[test]
     fn load_then_flatten_round_trips_exactly() {
-        let net = mnist_net(ModelConfig::Cnn {});
-        let layout = Layout::of(&net);
+        let net = CnnModel.build(&NoParams {}, MNIST, &Device::flex());
+        let layout = layout(&net);
         let values = initial_params(&layout, &mut stream(3, Purpose::MODEL_INIT, 0, 0));
         let net = load(net, &values);
         assert_eq!(flatten(&net), values);

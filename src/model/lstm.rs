@@ -12,18 +12,87 @@ use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
 use burn::tensor::activation::sigmoid;
 use burn::tensor::{Device, Int, Tensor};
+use serde::{Deserialize, Serialize};
 
-use super::mlp::dense;
-use crate::data::DataShape;
+use super::mlp::{dense, nonzero_widths};
+use super::{Architecture, Input, Net, Network, cannot_take};
+use crate::config::check::Problems;
+use crate::data::{DataShape, SampleKind};
 
-/// LEAF's embedding width.
-pub(super) fn default_embedding() -> usize {
-    8
+/// LEAF's next-character model, as an experiment file names it: `"lstm"`.
+#[derive(Debug, Clone, Copy)]
+pub struct LstmModel;
+
+/// The LSTM's hyperparameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LstmParams {
+    /// Width of the character embedding.
+    pub embedding: usize,
+    /// Units of each LSTM layer, in order.
+    pub hidden: Vec<usize>,
 }
 
-/// LEAF's two layers of 256 units.
-pub(super) fn default_hidden() -> Vec<usize> {
-    vec![256, 256]
+impl Default for LstmParams {
+    /// LEAF's: an embedding of 8 and two layers of 256 units.
+    fn default() -> Self {
+        Self {
+            embedding: 8,
+            hidden: vec![256, 256],
+        }
+    }
+}
+
+impl Architecture for LstmModel {
+    type Params = LstmParams;
+
+    fn name(&self) -> &'static str {
+        "lstm"
+    }
+
+    fn about(&self) -> &'static str {
+        "LEAF's next-character model (Caldas et al. 2018): a character embedding, stacked LSTM layers and a dense layer from the last step to the vocabulary"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("embedding", "width of the character embedding"),
+            ("hidden", "units of each LSTM layer, in order"),
+        ]
+    }
+
+    fn takes(&self, sample: SampleKind) -> bool {
+        sample == SampleKind::Tokens
+    }
+
+    fn check(&self, params: &LstmParams, _: Option<SampleKind>, problems: &mut Problems) {
+        nonzero_widths(&params.hidden, problems);
+        if params.embedding == 0 {
+            problems.add("embedding", "is 0; must be at least 1");
+        }
+        if params.hidden.is_empty() {
+            problems.add("hidden", "is empty; the LSTM needs a layer");
+        }
+    }
+
+    fn build(&self, params: &LstmParams, shape: DataShape, device: &Device) -> Net {
+        Net::new(CharLstm::new(
+            params.embedding,
+            &params.hidden,
+            shape,
+            device,
+        ))
+    }
+
+    fn multiply_adds(&self, params: &LstmParams, shape: DataShape) -> Option<Vec<u64>> {
+        let steps = shape.sample.len();
+        Some(multiply_adds(
+            params.embedding,
+            &params.hidden,
+            steps,
+            shape,
+        ))
+    }
 }
 
 /// A character embedding, stacked LSTM layers and a dense output layer.
@@ -86,6 +155,15 @@ impl CharLstm {
     }
 }
 
+impl Network for CharLstm {
+    fn forward(&self, input: Input) -> Tensor<2> {
+        match input {
+            Input::Tokens(tokens) => CharLstm::forward(self, tokens),
+            other => cannot_take("the LSTM", &other),
+        }
+    }
+}
+
 impl LstmLayer {
     /// The hidden state after each step of `sequence` `[steps, batch, inputs]`, from zero
     /// state.
@@ -124,12 +202,7 @@ fn tanh_by_sigmoid(x: Tensor<2>) -> Tensor<2> {
 
 /// Multiply-adds per sample of each matrix product: each LSTM layer's input and recurrent
 /// products over all steps, then the output layer.
-pub(super) fn multiply_adds(
-    embedding: usize,
-    hidden: &[usize],
-    steps: usize,
-    shape: DataShape,
-) -> Vec<u64> {
+fn multiply_adds(embedding: usize, hidden: &[usize], steps: usize, shape: DataShape) -> Vec<u64> {
     let mut inputs = embedding;
     let mut layers: Vec<u64> = hidden
         .iter()
@@ -158,7 +231,7 @@ mod tests {
 
     #[test]
     fn the_leaf_model_has_its_parameter_count() {
-        let net = CharLstm::new(8, &default_hidden(), shape(), &Device::flex());
+        let net = CharLstm::new(8, &LstmParams::default().hidden, shape(), &Device::flex());
         // Embedding 80x8; layer 1: (8 + 256) x 1024 + 1024; layer 2: (256 + 256) x 1024 +
         // 1024; output 256 x 80 + 80.
         let expected = 80 * 8 + (264 * 1024 + 1024) + (512 * 1024 + 1024) + (256 * 80 + 80);

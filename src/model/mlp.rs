@@ -6,12 +6,102 @@ use burn::module::Module;
 use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
+use serde::{Deserialize, Serialize};
 
-use crate::data::DataShape;
+use super::{Architecture, Input, Net, Network, cannot_take};
+use crate::config::check::Problems;
+use crate::data::{DataShape, SampleKind};
 
-/// The FedAvg paper's two hidden layers of 200 units.
-pub(super) fn default_hidden() -> Vec<usize> {
-    vec![200, 200]
+/// Dense layers with ReLU between them; the default is the FedAvg paper's "2NN".
+#[derive(Debug, Clone, Copy)]
+pub struct MlpModel;
+
+/// The MLP's hyperparameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MlpParams {
+    /// Units of each hidden layer, in order.
+    pub hidden: Vec<usize>,
+}
+
+impl Default for MlpParams {
+    /// The FedAvg paper's two hidden layers of 200 units.
+    fn default() -> Self {
+        Self {
+            hidden: vec![200, 200],
+        }
+    }
+}
+
+impl Architecture for MlpModel {
+    type Params = MlpParams;
+
+    fn name(&self) -> &'static str {
+        "mlp"
+    }
+
+    fn about(&self) -> &'static str {
+        "dense layers with ReLU between them; by default the \"2NN\" of McMahan et al. (2017), 784-200-200-10 on MNIST"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[("hidden", "units of each hidden layer, in order")]
+    }
+
+    fn takes(&self, sample: SampleKind) -> bool {
+        sample != SampleKind::Tokens
+    }
+
+    fn check(&self, params: &MlpParams, _: Option<SampleKind>, problems: &mut Problems) {
+        nonzero_widths(&params.hidden, problems);
+    }
+
+    fn build(&self, params: &MlpParams, shape: DataShape, device: &Device) -> Net {
+        Net::new(Mlp::new(&params.hidden, shape, device))
+    }
+
+    fn multiply_adds(&self, params: &MlpParams, shape: DataShape) -> Option<Vec<u64>> {
+        Some(multiply_adds(&params.hidden, shape))
+    }
+}
+
+/// Multinomial logistic regression: one dense layer from the features to the classes (the
+/// FedProx paper's model for its synthetic data), the MLP without hidden layers.
+#[derive(Debug, Clone, Copy)]
+pub struct LogisticModel;
+
+impl Architecture for LogisticModel {
+    type Params = crate::strategy::NoParams;
+
+    fn name(&self) -> &'static str {
+        "logistic"
+    }
+
+    fn about(&self) -> &'static str {
+        "multinomial logistic regression: one dense layer from the features to the classes"
+    }
+
+    fn takes(&self, sample: SampleKind) -> bool {
+        sample != SampleKind::Tokens
+    }
+
+    fn build(&self, _: &Self::Params, shape: DataShape, device: &Device) -> Net {
+        Net::new(Mlp::new(&[], shape, device))
+    }
+
+    fn multiply_adds(&self, _: &Self::Params, shape: DataShape) -> Option<Vec<u64>> {
+        Some(multiply_adds(&[], shape))
+    }
+}
+
+/// Adds a problem for the first hidden layer of no unit.
+pub(super) fn nonzero_widths(hidden: &[usize], problems: &mut Problems) {
+    if let Some(i) = hidden.iter().position(|&units| units == 0) {
+        problems.add(
+            format!("hidden[{i}]"),
+            "is 0; every hidden layer needs at least 1 unit",
+        );
+    }
 }
 
 /// Dense layers with ReLU between them.
@@ -40,6 +130,16 @@ impl Mlp {
             .iter()
             .fold(features, |x, layer| relu(layer.forward(x)));
         last.forward(x)
+    }
+}
+
+impl Network for Mlp {
+    fn forward(&self, input: Input) -> Tensor<2> {
+        match input {
+            Input::Images(images) => Mlp::forward(self, images.flatten(1, 3)),
+            Input::Rows(rows) => Mlp::forward(self, rows),
+            other => cannot_take("the MLP", &other),
+        }
     }
 }
 

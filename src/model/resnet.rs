@@ -20,40 +20,98 @@ use burn::nn::{GroupNorm, GroupNormConfig, Initializer, Linear, PaddingConfig2d}
 use burn::tensor::activation::relu;
 use burn::tensor::module::adaptive_avg_pool2d;
 use burn::tensor::{Device, Tensor};
+use serde::{Deserialize, Serialize};
 
 use super::mlp::dense;
+use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
+use crate::config::check::Problems;
+use crate::data::{DataShape, SampleKind};
 
 /// Channels of the stem and of each stage.
 const STAGE_CHANNELS: [usize; 3] = [16, 32, 64];
 
-/// ResNet-20, the depth Hsieh et al. train.
-pub(super) fn default_depth() -> usize {
-    20
+/// A CIFAR residual network, as an experiment file names it: `"resnet"`.
+#[derive(Debug, Clone, Copy)]
+pub struct ResnetModel;
+
+/// The residual network's hyperparameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResnetParams {
+    /// Layers: 6n + 2.
+    pub depth: usize,
+    /// GroupNorm's groups per layer.
+    pub groups: usize,
 }
 
-/// Groups of GroupNorm in every layer.
-pub(super) fn default_groups() -> usize {
-    2
+impl Default for ResnetParams {
+    /// ResNet-20, the depth Hsieh et al. train, with 2 groups per GroupNorm.
+    fn default() -> Self {
+        Self {
+            depth: 20,
+            groups: 2,
+        }
+    }
 }
 
-/// Why `depth` and `groups` do not make a network, as (field, message).
-pub(super) fn problems(depth: usize, groups: usize) -> Vec<(String, String)> {
-    let mut problems = Vec::new();
+impl Architecture for ResnetModel {
+    type Params = ResnetParams;
+
+    fn name(&self) -> &'static str {
+        "resnet"
+    }
+
+    fn about(&self) -> &'static str {
+        "a CIFAR residual network of He et al. (2016) with GroupNorm: depth = 6n + 2 layers in three stages of 16, 32 and 64 channels"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("depth", "layers: 8, 14, 20, 32, 44, 56 or 110"),
+            ("groups", "GroupNorm's groups per layer; divides 16"),
+        ]
+    }
+
+    fn takes(&self, sample: SampleKind) -> bool {
+        takes_images(sample)
+    }
+
+    fn check(&self, params: &ResnetParams, _: Option<SampleKind>, problems: &mut Problems) {
+        check_params(params, problems);
+    }
+
+    fn build(&self, params: &ResnetParams, shape: DataShape, device: &Device) -> Net {
+        let [channels, ..] = image(shape);
+        Net::new(ResNet::new(
+            params.depth,
+            params.groups,
+            channels,
+            shape.num_classes,
+            device,
+        ))
+    }
+
+    fn multiply_adds(&self, params: &ResnetParams, shape: DataShape) -> Option<Vec<u64>> {
+        Some(multiply_adds(params.depth, image(shape), shape.num_classes))
+    }
+}
+
+/// Adds a problem for a depth or a number of groups that makes no network.
+fn check_params(&ResnetParams { depth, groups }: &ResnetParams, problems: &mut Problems) {
     if depth < 8 || !(depth - 2).is_multiple_of(6) {
-        problems.push((
-            "depth".into(),
+        problems.add(
+            "depth",
             format!("is {depth}; the CIFAR ResNets have 6n + 2 layers: 8, 14, 20, 32, 44, 56, 110"),
-        ));
+        );
     }
     if groups == 0 || !STAGE_CHANNELS[0].is_multiple_of(groups) {
-        problems.push((
-            "groups".into(),
+        problems.add(
+            "groups",
             format!(
                 "is {groups}; it must divide 16, the fewest channels of a layer: 1, 2, 4, 8 or 16"
             ),
-        ));
+        );
     }
-    problems
 }
 
 /// The stem, three stages of residual blocks, global average pooling and a dense layer.
@@ -145,6 +203,15 @@ impl ResNet {
     }
 }
 
+impl Network for ResNet {
+    fn forward(&self, input: Input) -> Tensor<2> {
+        match input {
+            Input::Images(images) => ResNet::forward(self, images),
+            other => cannot_take("the residual network", &other),
+        }
+    }
+}
+
 impl ConvNorm {
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         self.norm.forward(self.conv.forward(x))
@@ -164,7 +231,7 @@ impl Block {
 
 /// Multiply-adds per sample of each convolution and of the dense layer, in order (stride-2
 /// layers halve height and width, rounding up as padded convolutions do).
-pub(super) fn multiply_adds(depth: usize, image: [usize; 3], num_classes: usize) -> Vec<u64> {
+fn multiply_adds(depth: usize, image: [usize; 3], num_classes: usize) -> Vec<u64> {
     let [channels, mut height, mut width] = image;
     let conv = |inputs: usize, outputs: usize, kernel: usize, pixels: usize| {
         (pixels * outputs * inputs * kernel * kernel) as u64
@@ -188,8 +255,8 @@ pub(super) fn multiply_adds(depth: usize, image: [usize; 3], num_classes: usize)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Net;
-    use crate::model::flat::{Layout, ParamKind};
+    use crate::model::ParamKind;
+    use crate::registry::Registry;
     use burn::tensor::TensorData;
 
     #[test]
@@ -204,8 +271,13 @@ mod tests {
 
     #[test]
     fn norm_scales_start_at_one_and_shifts_at_zero() {
-        let net = Net::Resnet(ResNet::new(8, 2, 1, 10, &Device::flex()));
-        let layout = Layout::of(&net);
+        let section = serde_json::from_str(r#"{"name": "resnet", "depth": 8}"#).unwrap();
+        let model = Registry::builtin().choose_model(&section, None).unwrap();
+        let shape = DataShape {
+            sample: crate::data::SampleShape::Image([1, 28, 28]),
+            num_classes: 10,
+        };
+        let layout = model.layout(shape).unwrap();
         let kinds: Vec<ParamKind> = layout.params.iter().take(3).map(|p| p.kind).collect();
         assert_eq!(
             kinds,
@@ -231,6 +303,11 @@ mod tests {
 
     #[test]
     fn depths_and_groups_that_make_no_network_are_named() {
+        let problems = |depth, groups| {
+            let mut problems = Problems::new();
+            check_params(&ResnetParams { depth, groups }, &mut problems);
+            problems.into_vec()
+        };
         assert!(problems(20, 2).is_empty());
         let fields: Vec<String> = problems(21, 3).into_iter().map(|(f, _)| f).collect();
         assert_eq!(fields, ["depth", "groups"]);

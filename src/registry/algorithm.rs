@@ -5,20 +5,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::params::{ParamInfo, Plugged, WithParams, params_as_map, read_params};
 use super::{Origin, Registered};
 use crate::config::check::Problems;
 use crate::strategy::{Algorithm, ClientAlgorithm, EdgeAggregation, Reduction, Setting, Strategy};
-
-/// One parameter as `fedsim strategies` lists it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParamInfo {
-    /// Its field name.
-    pub name: String,
-    /// Its default, as JSON.
-    pub default: Value,
-    /// What it means.
-    pub doc: &'static str,
-}
 
 /// An algorithm as the registry describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,27 +30,10 @@ pub struct AlgorithmInfo {
 }
 
 impl AlgorithmInfo {
-    pub(super) fn of(registered: &Registered<dyn Entry>) -> Self {
+    pub(super) fn of(registered: &Registered<dyn AlgorithmEntry>) -> Self {
         let entry = &registered.component;
         let defaults = entry.defaults();
-        let mut values = defaults.params();
-        let mut params: Vec<ParamInfo> = entry
-            .param_docs()
-            .iter()
-            .filter_map(|&(name, doc)| {
-                let default = values.remove(name)?;
-                Some(ParamInfo {
-                    name: name.to_string(),
-                    default,
-                    doc,
-                })
-            })
-            .collect();
-        params.extend(values.into_iter().map(|(name, default)| ParamInfo {
-            name,
-            default,
-            doc: "",
-        }));
+        let params = ParamInfo::list(defaults.params(), entry.param_docs());
         Self {
             name: entry.name(),
             paper: entry.paper(),
@@ -75,7 +48,7 @@ impl AlgorithmInfo {
 /// An algorithm with its parameters read: what an experiment runs. Cheap to clone.
 #[derive(Clone)]
 pub struct AlgorithmChoice {
-    chosen: Arc<dyn Chosen>,
+    chosen: Arc<dyn ChosenAlgorithm>,
     origin: Origin,
 }
 
@@ -89,7 +62,7 @@ impl std::fmt::Debug for AlgorithmChoice {
 }
 
 impl AlgorithmChoice {
-    pub(super) fn new(chosen: Arc<dyn Chosen>, origin: Origin) -> Self {
+    pub(super) fn new(chosen: Arc<dyn ChosenAlgorithm>, origin: Origin) -> Self {
         Self { chosen, origin }
     }
 
@@ -126,21 +99,24 @@ impl AlgorithmChoice {
 }
 
 /// A registered algorithm, its parameter type erased.
-pub(super) trait Entry: Send + Sync {
+pub(super) trait AlgorithmEntry: Send + Sync {
     fn name(&self) -> &'static str;
     fn paper(&self) -> &'static str;
     fn param_docs(&self) -> &'static [(&'static str, &'static str)];
     /// The algorithm with the parameters in `params` (the section without its name); a
     /// parameter that does not parse is (its field, the message).
-    fn choose(&self, params: Map<String, Value>) -> Result<Arc<dyn Chosen>, (String, String)>;
+    fn choose(
+        &self,
+        params: Map<String, Value>,
+    ) -> Result<Arc<dyn ChosenAlgorithm>, (String, String)>;
     /// The algorithm with its default parameters.
-    fn defaults(&self) -> Arc<dyn Chosen>;
+    fn defaults(&self) -> Arc<dyn ChosenAlgorithm>;
     /// Its reductions, their parameters as JSON.
     fn reductions(&self) -> Vec<Reduction<Map<String, Value>>>;
 }
 
 /// An algorithm with its parameters, their type erased.
-pub(super) trait Chosen: Send + Sync {
+pub(super) trait ChosenAlgorithm: Send + Sync {
     fn name(&self) -> &'static str;
     fn params(&self) -> Map<String, Value>;
     fn check(&self, setting: &Setting<'_>, problems: &mut Problems);
@@ -149,25 +125,7 @@ pub(super) trait Chosen: Send + Sync {
     fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm>;
 }
 
-/// A plug-in as the registry holds it.
-pub(super) struct Plugged<A>(pub Arc<A>);
-
-/// A plug-in and parameters of its type.
-struct WithParams<A: Algorithm> {
-    algorithm: Arc<A>,
-    params: A::Params,
-}
-
-impl<A: Algorithm> Plugged<A> {
-    fn with(&self, params: A::Params) -> Arc<dyn Chosen> {
-        Arc::new(WithParams {
-            algorithm: self.0.clone(),
-            params,
-        })
-    }
-}
-
-impl<A: Algorithm> Entry for Plugged<A> {
+impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
     fn name(&self) -> &'static str {
         self.0.name()
     }
@@ -180,19 +138,15 @@ impl<A: Algorithm> Entry for Plugged<A> {
         self.0.param_docs()
     }
 
-    fn choose(&self, params: Map<String, Value>) -> Result<Arc<dyn Chosen>, (String, String)> {
-        let params: A::Params =
-            serde_path_to_error::deserialize(Value::Object(params)).map_err(|error| {
-                let field = error.path().to_string();
-                let field = if field == "." { String::new() } else { field };
-                let message = crate::config::explain(&error.into_inner().to_string());
-                (field, message)
-            })?;
-        Ok(self.with(params))
+    fn choose(
+        &self,
+        params: Map<String, Value>,
+    ) -> Result<Arc<dyn ChosenAlgorithm>, (String, String)> {
+        Ok(Arc::new(self.with(read_params::<A::Params>(params)?)))
     }
 
-    fn defaults(&self) -> Arc<dyn Chosen> {
-        self.with(A::Params::default())
+    fn defaults(&self) -> Arc<dyn ChosenAlgorithm> {
+        Arc::new(self.with(A::Params::default()))
     }
 
     fn reductions(&self) -> Vec<Reduction<Map<String, Value>>> {
@@ -209,40 +163,29 @@ impl<A: Algorithm> Entry for Plugged<A> {
     }
 }
 
-impl<A: Algorithm> Chosen for WithParams<A> {
+impl<A: Algorithm> ChosenAlgorithm for WithParams<A, A::Params> {
     fn name(&self) -> &'static str {
-        self.algorithm.name()
+        self.component.name()
     }
 
     fn params(&self) -> Map<String, Value> {
-        match serde_json::to_value(&self.params) {
-            Ok(Value::Object(fields)) => fields,
-            Ok(Value::Null) => Map::new(),
-            Ok(other) => panic!(
-                "the parameters of {:?} must serialise as a JSON object, not {other}",
-                self.name()
-            ),
-            Err(error) => panic!(
-                "the parameters of {:?} do not serialise: {error}",
-                self.name()
-            ),
-        }
+        params_as_map(self.name(), &self.params)
     }
 
     fn check(&self, setting: &Setting<'_>, problems: &mut Problems) {
-        self.algorithm.check(&self.params, setting, problems);
+        self.component.check(&self.params, setting, problems);
     }
 
     fn edge_rule(&self) -> EdgeAggregation {
-        self.algorithm.edge_rule(&self.params)
+        self.component.edge_rule(&self.params)
     }
 
     fn server(&self, setting: &Setting<'_>, num_params: usize) -> Box<dyn Strategy> {
-        self.algorithm.server(&self.params, setting, num_params)
+        self.component.server(&self.params, setting, num_params)
     }
 
     fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
-        self.algorithm.client(&self.params, setting)
+        self.component.client(&self.params, setting)
     }
 }
 

@@ -2,12 +2,14 @@
 //! each: what a plug-in does in its own crate.
 
 use super::{RegistryBuilder, RegistryError};
+use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
     FedAdagrad, FedAdam, FedAvg, FedAvgM, FedDyn, FedNova, FedProx, FedYogi, Krum, Median, QFfl,
     Scaffold, TrimmedMean,
 };
 
-/// Registers the built-in algorithms, in the order `fedsim strategies` lists them.
+/// Registers the built-in algorithms and models, in the order `fedsim strategies` and
+/// `fedsim models` list them.
 pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryError> {
     registry
         .algorithm(FedAvg)?
@@ -23,5 +25,12 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(Median)?
         .algorithm(TrimmedMean)?
         .algorithm(Krum)?;
+    registry
+        .model(MlpModel)?
+        .model(LogisticModel)?
+        .model(CnnModel)?
+        .model(CifarCnnModel)?
+        .model(ResnetModel)?
+        .model(LstmModel)?;
     Ok(())
 }

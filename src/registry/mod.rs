@@ -15,8 +15,12 @@
 
 mod algorithm;
 mod builtins;
+mod model;
+mod params;
 
-pub use algorithm::{AlgorithmChoice, AlgorithmInfo, ParamInfo};
+pub use algorithm::{AlgorithmChoice, AlgorithmInfo};
+pub use model::{ModelChoice, ModelInfo};
+pub use params::ParamInfo;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,11 +29,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::check::Problems;
 use crate::config::{
-    Catalogue, ConfigError, ExperimentConfig, FieldError, SchedulerMode, StrategyConfig,
-    TopologyConfig,
+    Catalogue, ConfigError, ExperimentConfig, FieldError, ModelConfig, SchedulerMode,
+    StrategyConfig, TopologyConfig,
 };
+use crate::data::SampleKind;
+use crate::model::Architecture;
 use crate::strategy::{Algorithm, EdgeAggregation, Setting};
-use algorithm::Entry;
+use algorithm::AlgorithmEntry;
+use model::ModelEntry;
 
 /// The crate that registers a component, and its version: recorded in a run's manifest, so
 /// that a run says which plug-ins made it. [`origin!`](crate::origin) gives the calling
@@ -85,7 +92,7 @@ pub enum RegistryError {
     },
     /// The name cannot be written in an experiment file as the other names are.
     #[error(
-        "the {kind} name {name:?} must be lowercase letters, digits and _ (starting with a letter)"
+        "the {kind} name {name:?} must be lowercase letters, digits, _ and - (starting with a letter)"
     )]
     BadName {
         /// What kind of component.
@@ -108,7 +115,8 @@ pub enum RegistryError {
 /// The catalogue an experiment file's names are looked up in. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct Registry {
-    algorithms: Vec<Registered<dyn Entry>>,
+    algorithms: Vec<Registered<dyn AlgorithmEntry>>,
+    models: Vec<Registered<dyn ModelEntry>>,
 }
 
 /// A component and the crate that registered it.
@@ -128,9 +136,11 @@ impl<T: ?Sized> Clone for Registered<T> {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.algorithms.iter().map(|a| a.component.name()).collect();
+        let algorithms: Vec<&str> = self.algorithms.iter().map(|a| a.component.name()).collect();
+        let models: Vec<&str> = self.models.iter().map(|m| m.component.name()).collect();
         f.debug_struct("Registry")
-            .field("algorithms", &names)
+            .field("algorithms", &algorithms)
+            .field("models", &models)
             .finish()
     }
 }
@@ -164,10 +174,8 @@ impl Registry {
         setting: &Setting<'_>,
     ) -> Result<AlgorithmChoice, Vec<(String, String)>> {
         let Some(registered) = self.find_algorithm(&section.name) else {
-            return Err(vec![(
-                "name".to_string(),
-                self.unknown_algorithm(&section.name),
-            )]);
+            let names = self.algorithms.iter().map(|a| a.component.name());
+            return Err(vec![unknown(&section.name, names, "strategies")]);
         };
         let choice = registered
             .component
@@ -182,46 +190,99 @@ impl Registry {
         }
     }
 
-    fn find_algorithm(&self, name: &str) -> Option<&Registered<dyn Entry>> {
+    fn find_algorithm(&self, name: &str) -> Option<&Registered<dyn AlgorithmEntry>> {
         self.algorithms.iter().find(|a| a.component.name() == name)
     }
 
-    /// The message for an algorithm name nothing registered, worded as serde words an unknown
-    /// variant, so that the nearest name is suggested alike.
-    fn unknown_algorithm(&self, name: &str) -> String {
-        let names: Vec<String> = self
-            .algorithms
-            .iter()
-            .map(|a| format!("`{}`", a.component.name()))
-            .collect();
-        let message = format!(
-            "unknown variant `{name}`, expected one of {} (`fedsim strategies` lists them)",
-            names.join(", ")
-        );
-        crate::config::explain(&message)
+    /// The architecture registered as `name`.
+    pub fn model(&self, name: &str) -> Option<ModelInfo> {
+        self.find_model(name).map(ModelInfo::of)
+    }
+
+    /// Every architecture, in registration order.
+    pub fn models(&self) -> Vec<ModelInfo> {
+        self.models.iter().map(ModelInfo::of).collect()
+    }
+
+    /// The architecture `section` names, with its hyperparameters read, defaults filled in and
+    /// checked, for samples of `sample` where they are known. Errors are (field under `model`,
+    /// message).
+    pub fn choose_model(
+        &self,
+        section: &ModelConfig,
+        sample: Option<SampleKind>,
+    ) -> Result<ModelChoice, Vec<(String, String)>> {
+        let Some(registered) = self.find_model(&section.name) else {
+            let names = self.models.iter().map(|m| m.component.name());
+            return Err(vec![unknown(&section.name, names, "models")]);
+        };
+        let chosen = registered
+            .component
+            .choose(section.params.clone())
+            .map_err(|error| vec![error])?;
+        let choice = ModelChoice::new(chosen, registered.origin.clone());
+        let fitting: Vec<&str> = match sample {
+            Some(sample) => self
+                .models
+                .iter()
+                .filter(|m| m.component.takes(sample))
+                .map(|m| m.component.name())
+                .collect(),
+            None => Vec::new(),
+        };
+        let problems = choice.problems(sample, &fitting);
+        if problems.is_empty() {
+            Ok(choice)
+        } else {
+            Err(problems)
+        }
+    }
+
+    fn find_model(&self, name: &str) -> Option<&Registered<dyn ModelEntry>> {
+        self.models.iter().find(|m| m.component.name() == name)
     }
 }
 
+/// The message for a `name` nothing registered among `names`, worded as serde words an
+/// unknown variant, so that the nearest name is suggested alike; `listing` is the command
+/// that lists them (`fedsim strategies`).
+fn unknown<'a>(
+    name: &str,
+    names: impl Iterator<Item = &'a str>,
+    listing: &str,
+) -> (String, String) {
+    let names: Vec<String> = names.map(|name| format!("`{name}`")).collect();
+    let message = format!(
+        "unknown variant `{name}`, expected one of {} (`fedsim {listing}` lists them)",
+        names.join(", ")
+    );
+    ("name".to_string(), crate::config::explain(&message))
+}
+
 impl Catalogue for Registry {
-    /// Reads the `strategy` section: its algorithm's parameters, defaults filled in, checked
-    /// alone, with the rest of the experiment, and against the topology.
+    /// Reads the `strategy` section (its algorithm's parameters, defaults filled in, checked
+    /// alone, with the rest of the experiment, and against the topology) and the `model`
+    /// section (its architecture's hyperparameters, checked against the data set's samples
+    /// where they are known before its files are read).
     fn resolve(&self, config: &mut ExperimentConfig) -> Vec<(String, String)> {
         let setting = Setting {
             client: &config.client,
             federation: &config.federation,
         };
-        match self.choose_algorithm(&config.strategy, &setting) {
+        let mut problems = match self.choose_algorithm(&config.strategy, &setting) {
             Ok(choice) => {
                 config.strategy.params = choice.params();
                 edge_problem(&choice, &config.topology)
                     .into_iter()
                     .collect()
             }
-            Err(problems) => problems
-                .into_iter()
-                .map(|(field, message)| (within("strategy", &field), message))
-                .collect(),
+            Err(problems) => within_section("strategy", problems),
+        };
+        match self.choose_model(&config.model, config.data.sample_kind()) {
+            Ok(choice) => config.model.params = choice.params(),
+            Err(found) => problems.extend(within_section("model", found)),
         }
+        problems
     }
 }
 
@@ -236,16 +297,24 @@ impl Registry {
         self.choose_algorithm(&config.strategy, &setting)
             .map_err(|problems| ConfigError::Invalid {
                 path: PathBuf::new(),
-                errors: problems
+                errors: within_section("strategy", problems)
                     .into_iter()
-                    .map(|(field, message)| FieldError {
-                        path: within("strategy", &field),
+                    .map(|(path, message)| FieldError {
+                        path,
                         message,
                         set_by: None,
                     })
                     .collect(),
             })
     }
+}
+
+/// Problems of a section's fields, their paths made whole (`mu` in `strategy`).
+fn within_section(section: &str, problems: Vec<(String, String)>) -> Vec<(String, String)> {
+    problems
+        .into_iter()
+        .map(|(field, message)| (within(section, &field), message))
+        .collect()
 }
 
 /// `section.field`, or `section` for the section as a whole.
@@ -316,9 +385,22 @@ impl RegistryBuilder {
     /// Registers an algorithm under its [`Algorithm::name`].
     pub fn algorithm(&mut self, algorithm: impl Algorithm) -> Result<&mut Self, RegistryError> {
         let name = algorithm.name();
-        let origin = self.check_name("algorithm", name)?;
+        let taken = self.registry.find_algorithm(name).map(|a| &a.origin);
+        let origin = self.check_name("algorithm", name, taken)?;
         self.registry.algorithms.push(Registered {
-            component: Arc::new(algorithm::Plugged(Arc::new(algorithm))),
+            component: Arc::new(params::Plugged(Arc::new(algorithm))),
+            origin,
+        });
+        Ok(self)
+    }
+
+    /// Registers a model architecture under its [`Architecture::name`].
+    pub fn model(&mut self, architecture: impl Architecture) -> Result<&mut Self, RegistryError> {
+        let name = architecture.name();
+        let taken = self.registry.find_model(name).map(|m| &m.origin);
+        let origin = self.check_name("model", name, taken)?;
+        self.registry.models.push(Registered {
+            component: Arc::new(params::Plugged(Arc::new(architecture))),
             origin,
         });
         Ok(self)
@@ -329,24 +411,30 @@ impl RegistryBuilder {
         self.registry
     }
 
-    /// The origin to register `name` under, if the name is well formed and free.
-    fn check_name(&self, kind: &'static str, name: &str) -> Result<Origin, RegistryError> {
+    /// The origin to register `name` under, if the name is well formed and not `taken` (by
+    /// the crate of that origin).
+    fn check_name(
+        &self,
+        kind: &'static str,
+        name: &str,
+        taken: Option<&Origin>,
+    ) -> Result<Origin, RegistryError> {
         let well_formed = name.starts_with(|c: char| c.is_ascii_lowercase())
             && name
                 .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-".contains(c));
         if !well_formed {
             return Err(RegistryError::BadName {
                 kind,
                 name: name.to_string(),
             });
         }
-        if let Some(taken) = self.registry.find_algorithm(name) {
+        if let Some(taken) = taken {
             return Err(RegistryError::Duplicate {
                 kind,
                 name: name.to_string(),
-                by: taken.origin.crate_name.clone(),
-                version: taken.origin.version.clone(),
+                by: taken.crate_name.clone(),
+                version: taken.version.clone(),
             });
         }
         self.origin.clone().ok_or_else(|| RegistryError::NoOrigin {
@@ -480,6 +568,62 @@ mod tests {
             assert_eq!(errors[0].0, field, "{text}");
             assert!(errors[0].1.contains(expected), "{text}: {}", errors[0].1);
         }
+    }
+
+    #[test]
+    fn models_are_registered_and_chosen_as_algorithms_are() {
+        let mut builder = Registry::builder().with_builtins();
+        builder.origin(Origin::new("mine", "0.1.0"));
+        let error = builder.model(crate::model::CnnModel).err().unwrap();
+        assert!(
+            error
+                .to_string()
+                .starts_with("the model \"cnn\" is registered already (by fedsim "),
+            "{error}"
+        );
+        let registry = builder.build();
+        let names: Vec<&str> = registry.models().iter().map(|m| m.name).collect();
+        assert_eq!(
+            names,
+            ["mlp", "logistic", "cnn", "cifar-cnn", "resnet", "lstm"]
+        );
+        let section: ModelConfig = serde_json::from_str(r#""resnet""#).unwrap();
+        let choice = registry.choose_model(&section, None).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(choice.params()),
+            serde_json::json!({"depth": 20, "groups": 2})
+        );
+        let errors = registry
+            .choose_model(&ModelConfig::named("cnnn"), None)
+            .err()
+            .unwrap();
+        assert_eq!(errors[0].0, "name");
+        assert!(
+            errors[0].1.contains("(`fedsim models` lists them)")
+                && errors[0].1.ends_with("did you mean \"cnn\"?"),
+            "{}",
+            errors[0].1
+        );
+        let tokens = Some(SampleKind::Tokens);
+        let errors = registry
+            .choose_model(&ModelConfig::named("cnn"), tokens)
+            .err()
+            .unwrap();
+        assert_eq!(
+            errors,
+            [(
+                "name".to_string(),
+                "\"cnn\" cannot take sequences of characters; use \"lstm\"".to_string()
+            )]
+        );
+        let section: ModelConfig =
+            serde_json::from_str(r#"{"name": "mlp", "hidden": [10, 0], "depth": 3}"#).unwrap();
+        let errors = registry.choose_model(&section, None).err().unwrap();
+        assert_eq!(errors[0].0, "depth");
+        let section: ModelConfig =
+            serde_json::from_str(r#"{"name": "mlp", "hidden": [10, 0]}"#).unwrap();
+        let errors = registry.choose_model(&section, None).err().unwrap();
+        assert_eq!(errors[0].0, "hidden[1]");
     }
 
     #[test]

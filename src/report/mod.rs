@@ -1,12 +1,415 @@
-//! What a run reports: per-round records, the manifest, the run folder they are written to,
-//! and the progress display.
+//! Comparison reports over finished runs (`fedsim report`, and a sweep at its end): a table
+//! with one row per configuration, its seeds aggregated, and charts of the configurations side
+//! by side. Every figure is computed from the runs' `metrics.jsonl` (their `config.json` only
+//! tells which runs belong together), so a report can be rebuilt from old runs; only the
+//! label charts read the data set, to count each client's labels.
+//!
+//! Files written to the report folder: `summary.csv`, `summary.md`, `report.html` (the table
+//! and every chart in one file) and `plots/*.svg`.
 
-pub mod manifest;
-pub mod metrics;
-pub mod progress;
-pub mod run_folder;
+mod html;
+pub mod plots;
+pub mod runs;
+pub mod table;
 
-pub use manifest::{Environment, Manifest};
-pub use metrics::{ClientAccuracy, Evaluation, RoundRecord, Summary, TierTraffic};
-pub use progress::{Progress, say};
-pub use run_folder::RunFolder;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::Experiment;
+use crate::config::{ExperimentConfig, PartitionConfig};
+use crate::output::RoundRecord;
+use crate::output::run_folder::{WriteError, write_atomically};
+use crate::registry::Registry;
+use plots::{Axes, Curve, DrawError};
+use runs::Configuration;
+use table::{Row, TextTable};
+
+/// What a report cannot be made from, or written to.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// No finished run in the folders given.
+    #[error(
+        "no finished run (a folder with config.json and a metrics.jsonl of every round) in {}{}",
+        inputs.join(", "),
+        failed.iter().map(|line| format!("\n  failed: {line}")).collect::<String>()
+    )]
+    NoRuns {
+        /// The folders given.
+        inputs: Vec<String>,
+        /// The runs among them that failed, with their errors.
+        failed: Vec<String>,
+    },
+    /// A file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A run's `config.json` is not what a run writes.
+    #[error("{}: not a run's config: {message}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A line of a run's `metrics.jsonl` is not a round record.
+    #[error("{} line {line}: not a round record: {message}", path.display())]
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A chart could not be drawn.
+    #[error("cannot draw {name}: {message}")]
+    Draw {
+        /// The chart's file name.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// The report folder cannot be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+impl ReportError {
+    /// Wraps an I/O error reading `path`.
+    fn read(path: &Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+        move |source| ReportError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// What a report shows beyond the runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReportOptions {
+    /// The test accuracy (a fraction) whose first round and simulated time the table gives.
+    pub target: Option<f64>,
+}
+
+/// What was written, and what was left out.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The configurations' rows, in table order.
+    pub rows: Vec<Row>,
+    /// Runs used.
+    pub runs: usize,
+    /// The files written.
+    pub files: Vec<PathBuf>,
+    /// Runs or charts left out, and why.
+    pub left_out: Vec<String>,
+    /// The runs that failed, with their errors.
+    pub failed: Vec<runs::FailedRun>,
+}
+
+/// Reads the finished runs in `inputs` (run folders, or folders of them) and writes the
+/// report to `out`: their table and charts, and the runs that failed with their errors.
+pub fn write_report(
+    inputs: &[PathBuf],
+    out: &Path,
+    options: ReportOptions,
+    registry: &Registry,
+) -> Result<Written, ReportError> {
+    let runs::Found {
+        runs: found,
+        unfinished: mut left_out,
+        failed,
+    } = runs::find(inputs)?;
+    let run_count = found.len();
+    let configurations = runs::group(found);
+    let failures: Vec<String> = failed.iter().map(ToString::to_string).collect();
+    let rows: Vec<Row> = configurations
+        .iter()
+        .map(|c| Row::of(c, options.target))
+        .collect();
+    let text_table = TextTable::new(&rows, options.target);
+    let mut charts = curve_charts(&configurations)?;
+    let (label_charts, unavailable) = label_charts(&configurations, registry);
+    charts.extend(label_charts);
+    left_out.extend(unavailable);
+
+    let mut report = ReportFolder::create(out)?;
+    report.write("summary.csv", &table::csv(&rows))?;
+    report.write(
+        "summary.md",
+        &(text_table.markdown() + &failed_markdown(&failures)),
+    )?;
+    for chart in &charts {
+        report.write(&format!("plots/{}", chart.file), &chart.svg)?;
+    }
+    report.remove_stale_charts()?;
+    let figures: Vec<html::Figure<'_>> = charts
+        .iter()
+        .map(|c| html::Figure {
+            caption: &c.caption,
+            svg: &c.svg,
+        })
+        .collect();
+    let mut about = vec![format!(
+        "{run_count} runs in {} configurations.",
+        configurations.len()
+    )];
+    about.extend(left_out.iter().map(|line| format!("Left out: {line}.")));
+    if !failures.is_empty() {
+        about.push(format!(
+            "{} runs failed; they are listed under Failed runs.",
+            failures.len()
+        ));
+    }
+    let title = format!("fedsim report: {}", report_name(out));
+    let page = html::Page {
+        title: &title,
+        about: &about,
+        table: &text_table,
+        failed: &failures,
+        figures: &figures,
+    };
+    report.write("report.html", &page.render())?;
+    Ok(Written {
+        rows,
+        runs: run_count,
+        files: report.files,
+        left_out,
+        failed,
+    })
+}
+
+/// The failed runs' section of `summary.md`: nothing when none failed.
+fn failed_markdown(failures: &[String]) -> String {
+    if failures.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n## Failed runs\n\n{}\n\n", html::FAILED_NOTE);
+    for line in failures {
+        out += &format!("- {line}\n");
+    }
+    out
+}
+
+/// The name a report folder gives its report.
+fn report_name(out: &Path) -> String {
+    out.canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| out.display().to_string())
+}
+
+/// A chart ready to write.
+struct Chart {
+    /// Its file name under `plots/`.
+    file: String,
+    /// What the page calls it.
+    caption: String,
+    /// Its SVG text.
+    svg: String,
+}
+
+/// The curve charts: accuracy by round, by simulated time (where the clock ran) and by
+/// server bytes, and the training loss by round.
+fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportError> {
+    let accuracy: fn(&RoundRecord) -> Option<f64> = |r| r.test_accuracy;
+    let curves = |x: plots::XOf, y: fn(&RoundRecord) -> Option<f64>| -> Vec<Curve> {
+        configurations
+            .iter()
+            .map(|c| plots::curve(c, x, y))
+            .collect()
+    };
+    let band = "Lines are the mean over a configuration's seeds; bands span its lowest and \
+                highest seed";
+    let mut specs = vec![(
+        "accuracy-by-round.svg",
+        Axes {
+            title: "Test accuracy by round",
+            x: "round",
+            y: "test accuracy (%)",
+            y_scale: 100.0,
+        },
+        curves(plots::rounds, accuracy),
+    )];
+    if configurations.iter().any(|c| table::clock_ran(&c.runs)) {
+        specs.push((
+            "accuracy-by-sim-time.svg",
+            Axes {
+                title: "Test accuracy by simulated time",
+                x: "simulated time (s)",
+                y: "test accuracy (%)",
+                y_scale: 100.0,
+            },
+            curves(plots::sim_time, accuracy),
+        ));
+    }
+    specs.push((
+        "accuracy-by-server-bytes.svg",
+        Axes {
+            title: "Test accuracy by traffic through the server",
+            x: "MB sent over the server's links, down and up",
+            y: "test accuracy (%)",
+            y_scale: 100.0,
+        },
+        curves(plots::server_megabytes, accuracy),
+    ));
+    specs.push((
+        "train-loss.svg",
+        Axes {
+            title: "Training loss by round (clients' own data)",
+            x: "round",
+            y: "mean local training loss",
+            y_scale: 1.0,
+        },
+        curves(plots::rounds, |r| r.train_loss),
+    ));
+    specs
+        .into_iter()
+        .map(|(file, axes, curves)| {
+            let svg = plots::line_chart(axes, &curves).map_err(draw_error(file))?;
+            Ok(Chart {
+                file: file.to_string(),
+                caption: format!("{band}. File: plots/{file}"),
+                svg,
+            })
+        })
+        .collect()
+}
+
+/// Wraps a drawing failure of chart `file`.
+fn draw_error(file: &str) -> impl FnOnce(DrawError) -> ReportError + '_ {
+    move |error| ReportError::Draw {
+        name: file.to_string(),
+        message: error.to_string(),
+    }
+}
+
+/// One label chart per distinct data split (the partition settings, the data and the number
+/// of clients; a seed-driven split is drawn for its lowest seed), and a line for each split
+/// that could not be drawn.
+fn label_charts(
+    configurations: &[Configuration],
+    registry: &Registry,
+) -> (Vec<Chart>, Vec<String>) {
+    let mut seen: Vec<Value> = Vec::new();
+    let (mut charts, mut unavailable) = (Vec::new(), Vec::new());
+    for run in configurations.iter().flat_map(|c| &c.runs) {
+        let config = &run.config;
+        let split = serde_json::json!([
+            config["data"],
+            config["partition"],
+            config["federation"]["num_clients"]
+        ]);
+        if seen.contains(&split) {
+            continue;
+        }
+        seen.push(split);
+        let described = describe_partition(config);
+        let mut file = format!("labels-{}.svg", file_stem(&described));
+        if charts.iter().any(|chart: &Chart| chart.file == file) {
+            file = format!("labels-{}-{}.svg", file_stem(&described), seen.len());
+        }
+        let drawn =
+            ExperimentConfig::from_value(config.clone(), &run.dir.join("config.json"), registry)
+                .map_err(|e| e.to_string())
+                .and_then(|c| Experiment::prepare(c, registry).map_err(|e| e.to_string()))
+                .and_then(|experiment| {
+                    let title = format!("Labels per client: {described}");
+                    plots::label_distribution(&experiment.partition_stats().label_counts, &title)
+                        .map_err(|e| e.to_string())
+                });
+        match drawn {
+            Ok(svg) => charts.push(Chart {
+                caption: format!(
+                    "Each client's training samples, stacked by class (the first 100 clients). \
+                     File: plots/{file}"
+                ),
+                file,
+                svg,
+            }),
+            Err(error) => unavailable.push(format!(
+                "the label chart of {} ({error})",
+                run.dir.display()
+            )),
+        }
+    }
+    (charts, unavailable)
+}
+
+/// `dirichlet(0.1); 100 clients; split seed 1`.
+fn describe_partition(config: &Value) -> String {
+    let partition = match runs::partition_of(config) {
+        Some(partition) => PartitionConfig {
+            seed: None,
+            ..partition
+        }
+        .to_string(),
+        None => config["partition"].to_string(),
+    };
+    let seed = config["partition"]
+        .get("seed")
+        .filter(|s| !s.is_null())
+        .unwrap_or(&config["seed"]);
+    format!(
+        "{partition}; {} clients; split seed {seed}",
+        config["federation"]["num_clients"]
+    )
+}
+
+/// `dirichlet-0.1-100-clients-split-seed-1` for a description: what a file name can hold of
+/// it, without runs of dashes.
+fn file_stem(description: &str) -> String {
+    crate::sweep::sanitise(description)
+        .split('-')
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// A report folder being written; whole files, each written to a temporary name and renamed.
+struct ReportFolder {
+    dir: PathBuf,
+    files: Vec<PathBuf>,
+}
+
+impl ReportFolder {
+    fn create(dir: &Path) -> Result<Self, WriteError> {
+        fs::create_dir_all(dir.join("plots")).map_err(|source| WriteError {
+            path: dir.join("plots"),
+            source,
+        })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            files: Vec::new(),
+        })
+    }
+
+    /// Removes the charts an earlier report left in `plots/` that this one did not write
+    /// (a split or a clock no longer among the runs), so the folder shows this report only.
+    fn remove_stale_charts(&self) -> Result<(), WriteError> {
+        let plots = self.dir.join("plots");
+        let entries = fs::read_dir(&plots).map_err(|source| WriteError {
+            path: plots.clone(),
+            source,
+        })?;
+        for path in entries.filter_map(|entry| entry.ok().map(|e| e.path())) {
+            let chart = path.extension().is_some_and(|e| e == "svg");
+            if chart && !self.files.contains(&path) {
+                fs::remove_file(&path).map_err(|source| WriteError { path, source })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, name: &str, text: &str) -> Result<(), WriteError> {
+        let path = self.dir.join(name);
+        write_atomically(&path, text.as_bytes())?;
+        self.files.push(path);
+        Ok(())
+    }
+}

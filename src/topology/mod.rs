@@ -25,7 +25,7 @@ pub use server::{
 
 use crate::config::{NetworkConfig, Placement, SchedulerMode, TopologyConfig};
 use crate::network::{ClientId, Link, LinkEnd, LinkProfiles, NodeId};
-use crate::report::TierTraffic;
+use crate::output::TierTraffic;
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;

@@ -9,7 +9,7 @@ use rand::seq::index;
 
 use crate::config::FailurePolicy;
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
-use crate::report::{ClientAccuracy, Evaluation, RoundRecord};
+use crate::output::{ClientAccuracy, Evaluation, RoundRecord};
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;

@@ -11,8 +11,9 @@ use super::batch::batch;
 use super::sgd::LocalData;
 use crate::backend::BackendKind;
 use crate::data::Dataset;
-use crate::model::{ModelConfig, Net, flat};
-use crate::report::{ClientAccuracy, Evaluation};
+use crate::model::{Net, flat};
+use crate::output::{ClientAccuracy, Evaluation};
+use crate::registry::ModelChoice;
 use crate::topology::ModelEvaluator;
 
 /// Evaluates the model `params` (of architecture `model`) on all of `data`, `batch_size`
@@ -20,7 +21,7 @@ use crate::topology::ModelEvaluator;
 /// with its own model instance; their sums are added in batch order, so the result does not
 /// depend on the thread count.
 pub fn evaluate(
-    model: &ModelConfig,
+    model: &ModelChoice,
     params: &[f32],
     data: &Dataset,
     batch_size: usize,
@@ -28,7 +29,7 @@ pub fn evaluate(
 ) -> Evaluation {
     let all: Vec<usize> = (0..data.len()).collect();
     let new_net = || {
-        let net = Net::new(model, data.shape(), device);
+        let net = model.build(data.shape(), device);
         flat::load(net, params)
     };
     let scores: Vec<Score> = all
@@ -62,7 +63,7 @@ pub fn evaluate(
 /// (none empty). All samples are evaluated together, `batch_size` per forward pass, in
 /// parallel on the current rayon pool; the result does not depend on the thread count.
 pub fn client_accuracies(
-    model: &ModelConfig,
+    model: &ModelChoice,
     params: &[f32],
     data: &Dataset,
     per_client: &[&[usize]],
@@ -71,7 +72,7 @@ pub fn client_accuracies(
 ) -> Vec<f64> {
     let all: Vec<usize> = per_client.iter().flat_map(|c| c.iter().copied()).collect();
     let new_net = || {
-        let net = Net::new(model, data.shape(), device);
+        let net = model.build(data.shape(), device);
         flat::load(net, params)
     };
     let correct: Vec<bool> = all
@@ -116,7 +117,7 @@ pub struct TestEvaluator {
     /// Test samples per forward pass.
     pub batch_size: usize,
     /// The architecture, to build the evaluation model.
-    pub model: ModelConfig,
+    pub model: ModelChoice,
     /// The backend that evaluates.
     pub backend: BackendKind,
     /// Each client's test samples, to evaluate on every client too.
@@ -224,8 +225,10 @@ fn evaluate_batch(net: &Net, data: &Dataset, indices: &[usize], device: &Device)
 mod tests {
     use super::*;
     use crate::backend::BackendKind;
+    use crate::config::ModelConfig;
     use crate::data::{DataShape, SampleShape};
-    use crate::model::flat::{Layout, initial_params};
+    use crate::model::flat::initial_params;
+    use crate::registry::Registry;
     use crate::seed::{Purpose, stream};
 
     /// 250 synthetic 28x28 images of 10 classes.
@@ -244,15 +247,18 @@ mod tests {
         let data = images();
         let device = BackendKind::Flex.device();
         let indices: Vec<usize> = (0..data.len()).rev().collect();
-        for kind in [ModelConfig::mlp(), ModelConfig::Cnn {}] {
-            let net = Net::new(&kind, data.shape(), &device);
-            let params =
-                initial_params(&Layout::of(&net), &mut stream(5, Purpose::MODEL_INIT, 0, 0));
-            let net = flat::load(net, &params);
+        let registry = Registry::builtin();
+        for name in ["mlp", "cnn"] {
+            let model = registry
+                .choose_model(&ModelConfig::named(name), None)
+                .unwrap();
+            let layout = model.layout(data.shape()).unwrap();
+            let params = initial_params(&layout, &mut stream(5, Purpose::MODEL_INIT, 0, 0));
+            let net = flat::load(model.build(data.shape(), &device), &params);
             let (chunked, _) = logits(&net, &data, &indices, &device);
             let (images, _) = batch(&data, &indices, (false, None), &device);
             let whole = net.forward(images);
-            assert_eq!(chunked.into_data(), whole.into_data(), "{kind:?}");
+            assert_eq!(chunked.into_data(), whole.into_data(), "{name}");
         }
     }
 }

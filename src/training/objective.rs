@@ -1,7 +1,6 @@
 //! An algorithm's [`Objective`] as tensors on the device: the terms each SGD step adds to the
 //! gradients, and the correction step it takes after the optimiser's.
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 
@@ -72,37 +71,15 @@ pub(super) struct GradientCorrection {
 impl GradientCorrection {
     /// Adds the terms to the gradients of `net`'s parameters.
     pub(super) fn apply(&self, net: &Net, grads: &mut GradientsParams) {
-        net.visit(&mut Corrector {
-            correction: self,
-            grads,
-            index: 0,
+        net.correct_gradients(grads, &mut |index, mut grad, value| {
+            if let Some((mu, anchor)) = &self.proximal {
+                grad = grad + (value() - anchor[index].clone()).mul_scalar(*mu);
+            }
+            if let Some(linear) = &self.linear {
+                grad = grad + linear[index].clone();
+            }
+            grad
         });
-    }
-}
-
-/// Visits the parameters in flat-vector order, correcting each one's gradient.
-struct Corrector<'a> {
-    correction: &'a GradientCorrection,
-    grads: &'a mut GradientsParams,
-    index: usize,
-}
-
-impl ModuleVisitor for Corrector<'_> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let index = self.index;
-        self.index += 1;
-        let Some(mut grad) = self.grads.remove::<D>(param.id) else {
-            return;
-        };
-        let dims = grad.dims();
-        if let Some((mu, anchor)) = &self.correction.proximal {
-            let w = param.val().inner();
-            grad = grad + (w - anchor[index].clone().reshape(dims)).mul_scalar(*mu);
-        }
-        if let Some(linear) = &self.correction.linear {
-            grad = grad + linear[index].clone().reshape(dims);
-        }
-        self.grads.register(param.id, grad);
     }
 }
 
@@ -113,43 +90,13 @@ impl CorrectionStep {
     /// `net` moved by one step of `lr` against the correction; its parameters stay leaves of
     /// the autodiff graph, as an optimiser step leaves them.
     pub(super) fn step(&self, net: Net, lr: f64) -> Net {
-        net.map(&mut Stepper {
-            correction: &self.0,
-            lr,
-            index: 0,
-        })
-    }
-}
-
-/// Maps the parameters in flat-vector order, stepping each against its correction.
-struct Stepper<'a> {
-    correction: &'a [Tensor<1>],
-    lr: f64,
-    index: usize,
-}
-
-impl ModuleMapper for Stepper<'_> {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let correction = self.correction[self.index].clone();
-        self.index += 1;
-        param.map(|w| {
-            let require_grad = w.is_require_grad();
-            let dims = w.dims();
-            let stepped = w.inner() - correction.reshape(dims).mul_scalar(self.lr);
-            Tensor::from_inner(stepped).set_require_grad(require_grad)
-        })
+        net.map_values(&mut |index, w| w - self.0[index].clone().mul_scalar(lr))
     }
 }
 
 /// The number of values of each float parameter of `net`, in flat-vector order.
 fn param_sizes(net: &Net) -> Vec<usize> {
-    struct Sizes(Vec<usize>);
-    impl ModuleVisitor for Sizes {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            self.0.push(param.lazy_shape().num_elements());
-        }
-    }
-    let mut sizes = Sizes(Vec::new());
-    net.visit(&mut sizes);
-    sizes.0
+    let mut sizes = Vec::new();
+    net.walk(&mut |site| sizes.push(site.shape.iter().product()));
+    sizes
 }

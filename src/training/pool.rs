@@ -16,8 +16,9 @@ use crate::byzantine::Attack;
 use crate::config::ClientConfig;
 use crate::data::Dataset;
 use crate::data::partition::Partition;
-use crate::model::{ModelConfig, Net, flat};
+use crate::model::{Net, flat};
 use crate::network::{ClientId, Update};
+use crate::registry::ModelChoice;
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
@@ -33,7 +34,7 @@ pub struct TrainerSetup {
     /// Which samples each client owns.
     pub partition: Arc<Partition>,
     /// The architecture.
-    pub model: ModelConfig,
+    pub model: ModelChoice,
     /// Local training settings.
     pub client: ClientConfig,
     /// The client half of the FL algorithm.
@@ -162,7 +163,7 @@ impl Shared {
     /// A model for a worker that has none yet.
     fn new_net(&self, device: &burn::tensor::Device) -> Net {
         let data = &self.setup.data;
-        Net::new(&self.setup.model, data.shape(), device)
+        self.setup.model.build(data.shape(), device)
     }
 
     /// The attack `client` makes, if it is a Byzantine client.

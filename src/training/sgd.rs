@@ -2,9 +2,9 @@
 //! terms, a clear error when the loss diverges, and the stop between two steps.
 
 use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::SgdConfig;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha12Rng;
@@ -106,11 +106,11 @@ pub fn local_train(
             }
             loss_sum += loss_value * chunk.len() as f64;
             seen += chunk.len();
-            let mut grads = GradientsParams::from_grads(loss.backward(), &net);
+            let mut grads = net.gradients(loss);
             if let Some(gradient) = &terms.gradient {
                 gradient.apply(&net, &mut grads);
             }
-            net = optimizer.step(config.lr, net, grads);
+            net = net.step(&mut optimizer, config.lr, grads);
             if let Some(correction) = &terms.correction {
                 net = correction.step(net, config.lr);
             }

@@ -5,7 +5,7 @@
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::runs::{Configuration, Run};
-use crate::report::{ClientAccuracy, RoundRecord};
+use crate::output::{ClientAccuracy, RoundRecord};
 
 /// A quantity measured once per seed, summarised.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -10,7 +10,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::runs::{Configuration, Run};
-use crate::report::RoundRecord;
+use crate::output::RoundRecord;
 
 /// What drawing a chart can fail with (the SVG goes to a string, so only a plotting bug).
 pub type DrawError = Box<dyn std::error::Error>;

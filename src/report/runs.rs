@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::ReportError;
 use crate::config::PartitionConfig;
-use crate::report::RoundRecord;
-use crate::report::run_folder::Failure;
+use crate::output::RoundRecord;
+use crate::output::run_folder::Failure;
 
 /// A finished run as its folder records it.
 #[derive(Debug, Clone)]

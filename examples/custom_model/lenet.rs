@@ -1,0 +1,116 @@
+//! The LeNet-style CNN that NIID-Bench trains (Li et al. 2021, "Federated Learning on Non-IID
+//! Data Silos: An Experimental Study", its `SimpleCNN`): two 5x5 convolutions of 6 and 16
+//! channels without padding, each followed by ReLU and 2x2 max pooling, then dense layers of
+//! 120 and 84 units with ReLU, then the classes. On MNIST's 28x28 images the second block
+//! leaves 16 channels of 4x4.
+//!
+//! A model is two parts: the network, an ordinary burn module with a forward pass, and its
+//! architecture, which tells fedsim its name, hyperparameters, which data it takes and how
+//! to build it.
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Tensor};
+use fedsim::config::check::Problems;
+use fedsim::data::{DataShape, SampleKind, SampleShape};
+use fedsim::model::{Architecture, Input, Net, Network};
+use serde::{Deserialize, Serialize};
+
+/// The network.
+#[derive(Module, Debug)]
+pub struct LeNet {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    pool: MaxPool2d,
+    fc1: Linear,
+    fc2: Linear,
+    fc3: Linear,
+}
+
+impl Network for LeNet {
+    fn forward(&self, input: Input) -> Tensor<2> {
+        let Input::Images(images) = input else {
+            unreachable!("LeNet takes images only, as its architecture says")
+        };
+        let x = self.pool.forward(relu(self.conv1.forward(images)));
+        let x = self.pool.forward(relu(self.conv2.forward(x)));
+        let x = relu(self.fc1.forward(x.flatten(1, 3)));
+        let x = relu(self.fc2.forward(x));
+        self.fc3.forward(x)
+    }
+}
+
+/// Its hyperparameters: the widths of the two hidden dense layers (NIID-Bench's
+/// `hidden_dims`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeNetParams {
+    pub hidden: [usize; 2],
+}
+
+impl Default for LeNetParams {
+    fn default() -> Self {
+        Self { hidden: [120, 84] }
+    }
+}
+
+/// The architecture, as an experiment file names it: `"model": "lenet"`.
+pub struct LeNetModel;
+
+/// Height or width after a 5x5 convolution without padding and a 2x2 pooling.
+fn after_block(side: usize) -> usize {
+    side.saturating_sub(4) / 2
+}
+
+impl Architecture for LeNetModel {
+    type Params = LeNetParams;
+
+    fn name(&self) -> &'static str {
+        "lenet"
+    }
+
+    fn about(&self) -> &'static str {
+        "NIID-Bench's CNN (Li et al. 2021): 5x5 convolutions of 6 and 16 channels with max pooling, dense 120-84-classes"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[("hidden", "units of the two hidden dense layers")]
+    }
+
+    fn takes(&self, sample: SampleKind) -> bool {
+        matches!(sample, SampleKind::Image(_))
+    }
+
+    fn check(&self, params: &LeNetParams, sample: Option<SampleKind>, problems: &mut Problems) {
+        if params.hidden.contains(&0) {
+            problems.add("hidden", "has a layer of 0 units");
+        }
+        if let Some(SampleKind::Image([_, height, width])) = sample
+            && after_block(after_block(height.min(width))) == 0
+        {
+            problems.add(
+                "name",
+                format!("\"lenet\" needs images of at least 16x16; these are {height}x{width}"),
+            );
+        }
+    }
+
+    fn build(&self, params: &LeNetParams, shape: DataShape, device: &Device) -> Net {
+        let SampleShape::Image([channels, height, width]) = shape.sample else {
+            unreachable!("validation gives LeNet images only")
+        };
+        let flat = 16 * after_block(after_block(height)) * after_block(after_block(width));
+        let [first, second] = params.hidden;
+        Net::new(LeNet {
+            conv1: Conv2dConfig::new([channels, 6], [5, 5]).init(device),
+            conv2: Conv2dConfig::new([6, 16], [5, 5]).init(device),
+            pool: MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init(),
+            fc1: LinearConfig::new(flat, first).init(device),
+            fc2: LinearConfig::new(first, second).init(device),
+            fc3: LinearConfig::new(second, shape.num_classes).init(device),
+        })
+    }
+}
