@@ -248,6 +248,19 @@ fn a_crate_made_from_the_template_builds_outside_the_repository_and_runs_its_alg
     if profile.ends_with("release") {
         build.arg("--release");
     }
+    // fedsim with this test's own features: the crates they pull in (MPI's among them) then
+    // resolve as in this test's build, so that burn is not compiled a second time (from a
+    // cold cache, that took 12 of this test's 12.5 minutes).
+    let features: Vec<&str> = [
+        ("fedsim/mpi", cfg!(feature = "mpi")),
+        ("fedsim/wgpu", cfg!(feature = "wgpu")),
+    ]
+    .into_iter()
+    .filter_map(|(feature, on)| on.then_some(feature))
+    .collect();
+    if !features.is_empty() {
+        build.args(["--features", &features.join(",")]);
+    }
     let built = build.output().unwrap();
     assert!(
         built.status.success(),
