@@ -7,18 +7,18 @@ use std::sync::Arc;
 
 use crate::Error;
 use crate::checkpoint::RunState;
+use crate::config::ExperimentConfig;
 use crate::config::Placement;
-use crate::config::{DataConfig, ExperimentConfig, PartitionScheme};
-use crate::data::leaf::{self, LeafTask};
-use crate::data::mnist::{FASHION_MNIST, MNIST};
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
-use crate::data::{DataFile, Dataset, NaturalClients, TrainTest, cifar, numpy, tabular};
+use crate::data::{ClientSplit, DataFile, Dataset, SplitInput, TrainTest};
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
 use crate::output::manifest::{PluginUse, Resume};
 use crate::output::run_folder::{FolderError, Saved};
 use crate::output::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
-use crate::registry::{AlgorithmChoice, ModelChoice, Origin, Registry};
+use crate::registry::{
+    self, AlgorithmChoice, DataChoice, ModelChoice, Origin, PartitionChoice, Registry,
+};
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
@@ -39,6 +39,10 @@ pub struct Experiment {
     algorithm: AlgorithmChoice,
     /// The architecture the `model` section names, with its hyperparameters.
     model: ModelChoice,
+    /// The data set the `data` section names, with its parameters.
+    data_set: DataChoice,
+    /// The scheme the `partition` section names, with its parameters.
+    scheme: PartitionChoice,
     /// Its parameter layout for the data set.
     layout: Layout,
     train: Arc<Dataset>,
@@ -66,35 +70,19 @@ pub struct RunResult {
 }
 
 impl Experiment {
-    /// Loads the data set and splits it as the config says, with the algorithm and the model
-    /// `registry` gives for its `strategy` and `model` sections.
+    /// Loads the data set and splits it as the config says, with the data set, partition
+    /// scheme, model and algorithm that `registry` gives for its sections.
     pub fn prepare(config: ExperimentConfig, registry: &Registry) -> Result<Self, Error> {
         let algorithm = registry.algorithm_for(&config)?;
-        // The seed of every split of the data: test rows, clients, held-out samples.
-        let split_seed = config.partition.seed_or(config.seed);
-        let mut data = match &config.data {
-            DataConfig::Mnist(files) => MNIST.load(files.dir.as_deref(), files.normalize)?,
-            DataConfig::FashionMnist(files) => {
-                FASHION_MNIST.load(files.dir.as_deref(), files.normalize)?
-            }
-            DataConfig::Cifar10(files) => {
-                let dir = files
-                    .dir
-                    .as_deref()
-                    .expect("validation requires a CIFAR-10 dir");
-                cifar::load(dir, files.normalize)?
-            }
-            DataConfig::Synthetic(synthetic) => {
-                synthetic.generate(config.federation.num_clients, config.seed)
-            }
-            DataConfig::BreastCancer(split) => tabular::load_breast_cancer(split, split_seed)?,
-            DataConfig::Csv(csv) => tabular::load_csv(csv, split_seed)?,
-            DataConfig::Femnist(files) => leaf::load(LeafTask::Femnist, files.dir.as_deref())?,
-            DataConfig::Shakespeare(files) => {
-                leaf::load(LeafTask::Shakespeare, files.dir.as_deref())?
-            }
-            DataConfig::Numpy(arrays) => numpy::load(arrays)?,
-        };
+        let context = registry::data_context(&config);
+        let data_set = registry
+            .choose_data(&config.data, None, &context)
+            .map_err(registry::invalid_in_code)?;
+        let split = registry::split_context(&config, &data_set);
+        let scheme = registry
+            .choose_partition(&config.partition, None, &split)
+            .map_err(registry::invalid_in_code)?;
+        let data = data_set.load(&context)?;
         // Arrays may hold images or rows: only now is it known whether the model fits them
         // (for the other data sets, validation has told).
         let sample = data.train.shape().sample;
@@ -102,50 +90,38 @@ impl Experiment {
             .choose_model(&config.model, Some(sample.kind()))
             .map_err(|problems| {
                 let (field, message) = problems.into_iter().next().unwrap_or_default();
-                let source = match &config.data {
-                    DataConfig::Numpy(arrays) => arrays.path.display().to_string(),
-                    _ => format!("the {} data set", config.data.name()),
-                };
-                Error::ModelDoesNotFit(format!("{source} holds {sample}; model.{field}: {message}"))
+                let source = data_set.describe();
+                Error::ModelDoesNotFit(format!("{source} holds {sample}; {field}: {message}"))
             })?;
         let layout = model
             .layout(data.train.shape())
             .map_err(|unknown| Error::ModelDoesNotFit(unknown.to_string()))?;
-        if let DataConfig::Mnist(files)
-        | DataConfig::FashionMnist(files)
-        | DataConfig::Cifar10(files) = &config.data
-            && let Some(augmentation) = files.augmentation()
-        {
-            data.train = data.train.with_augmentation(augmentation);
-        }
-        let partition = partition(&config, &data)?;
+        let split = split_data(&config, &scheme, &data)?;
         let fraction = config.eval.client_test_fraction;
-        let (training, held_out) = partition.hold_out(fraction, split_seed);
+        let split_seed = config.partition.seed_or(config.seed);
+        let (training, held_out) = split.train.hold_out(fraction, split_seed);
         let (train, test) = (Arc::new(data.train), Arc::new(data.test));
-        let client_tests = if fraction > 0.0 {
-            Some(ClientTests {
+        let client_tests = match split.test {
+            _ if fraction > 0.0 => Some(ClientTests {
                 data: train.clone(),
                 held_out: Arc::new(held_out),
-            })
-        } else if config.partition.scheme == PartitionScheme::Natural {
-            let natural = data
-                .natural
-                .expect("the natural partition needs natural clients");
-            Some(ClientTests {
+            }),
+            Some(own) => Some(ClientTests {
                 data: test.clone(),
-                held_out: Arc::new(natural.test),
-            })
-        } else {
-            None
+                held_out: Arc::new(own),
+            }),
+            None => None,
         };
         Ok(Self {
             config,
             algorithm,
             model,
+            data_set,
+            scheme,
             layout,
             train,
             test,
-            partition: Arc::new(partition),
+            partition: Arc::new(split.train),
             training: Arc::new(training),
             client_tests,
             files: data.files,
@@ -287,6 +263,8 @@ impl Experiment {
         let used = [
             ("algorithm", self.algorithm.name(), self.algorithm.origin()),
             ("model", self.model.name(), self.model.origin()),
+            ("data set", self.data_set.name(), self.data_set.origin()),
+            ("partition scheme", self.scheme.name(), self.scheme.origin()),
         ];
         used.into_iter()
             .filter(|(_, _, origin)| **origin != Origin::fedsim())
@@ -527,6 +505,8 @@ impl Resumable {
             let registered = match plugin.kind.as_str() {
                 "algorithm" => registry.algorithm(&plugin.name).is_some(),
                 "model" => registry.model(&plugin.name).is_some(),
+                "data set" => registry.data_set(&plugin.name).is_some(),
+                "partition scheme" => registry.scheme(&plugin.name).is_some(),
                 _ => false,
             };
             if !registered {
@@ -790,17 +770,15 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The clients the data set defines, which the `natural` partition uses.
-fn natural_clients(data: &TrainTest) -> &NaturalClients {
-    data.natural
-        .as_ref()
-        .expect("validation allows \"natural\" only for data sets with clients")
-}
-
-fn partition(config: &ExperimentConfig, data: &TrainTest) -> Result<Partition, Error> {
-    let train = &data.train;
+/// The training set of `data` split among the clients of `config` by `scheme`, each random
+/// choice drawn from the partition's stream.
+fn split_data(
+    config: &ExperimentConfig,
+    scheme: &PartitionChoice,
+    data: &TrainTest,
+) -> Result<ClientSplit, Error> {
     let num_clients = config.federation.num_clients;
-    let labels = train.labels();
+    let labels = data.train.labels();
     if num_clients > labels.len() {
         return Err(PartitionError(format!(
             "federation.num_clients {num_clients} exceeds the {} training samples; every client needs one",
@@ -808,48 +786,21 @@ fn partition(config: &ExperimentConfig, data: &TrainTest) -> Result<Partition, E
         ))
         .into());
     }
-    let rng = &mut stream(
-        config.partition.seed_or(config.seed),
-        Purpose::PARTITION,
-        0,
-        0,
-    );
-    Ok(match &config.partition.scheme {
-        PartitionScheme::Iid => Partition::iid(labels.len(), num_clients, rng),
-        PartitionScheme::Dirichlet { alpha, min_size } => Partition::dirichlet(
-            labels,
-            train.num_classes(),
-            num_clients,
-            *alpha,
-            *min_size,
-            rng,
-        )?,
-        PartitionScheme::Shards { num_shards } => {
-            Partition::shards(labels, num_clients, *num_shards, rng)?
-        }
-        PartitionScheme::Labels { labels_per_client } => Partition::label_quantity(
-            labels,
-            train.num_classes(),
-            num_clients,
-            *labels_per_client,
-            rng,
-        )?,
-        PartitionScheme::Quantity { sigma } => {
-            Partition::quantity(labels.len(), num_clients, *sigma, rng)?
-        }
-        PartitionScheme::Natural => {
-            let clients = &natural_clients(data).train;
-            if clients.len() != num_clients {
-                return Err(PartitionError(format!(
-                    "federation.num_clients is {num_clients}, and the data set defines {} clients; the natural partition needs them to agree",
-                    clients.len()
-                ))
-                .into());
-            }
-            Partition {
-                clients: clients.clone(),
-            }
-        }
-        PartitionScheme::File { file } => Partition::load(file, num_clients, labels.len())?,
-    })
+    let input = SplitInput {
+        labels,
+        num_classes: data.train.num_classes(),
+        num_clients,
+        natural: data.natural.as_ref(),
+    };
+    let seed = config.partition.seed_or(config.seed);
+    let split = scheme.split(&input, &mut stream(seed, Purpose::PARTITION, 0, 0))?;
+    if split.train.num_clients() != num_clients {
+        return Err(PartitionError(format!(
+            "the {:?} scheme split the data among {} clients; federation.num_clients is {num_clients}",
+            scheme.name(),
+            split.train.num_clients()
+        ))
+        .into());
+    }
+    Ok(split)
 }

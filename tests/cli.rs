@@ -130,7 +130,7 @@ fn each_validation_rule_names_its_field() {
         (
             "/partition",
             serde_json::json!({"scheme": "dirichlet"}),
-            "needs `alpha`",
+            "missing field `alpha`",
         ),
         (
             "/partition",

@@ -1,4 +1,4 @@
-//! A user's own algorithm or model, registered beside the built-ins, gets the whole command
+//! A user's own algorithm, model or data set, registered beside the built-ins, gets the whole command
 //! line: the example plug-ins run from their experiment files and are recorded in the
 //! manifest, a program without them refuses to continue their runs, and a crate outside the
 //! repository, made from the template in `examples/plugin-crate/`, builds against fedsim and
@@ -203,6 +203,89 @@ fn the_example_model_trains_from_its_name_reproducibly_and_is_checked_as_a_built
         let stderr = String::from_utf8_lossy(&bad.stderr);
         assert_eq!(bad.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(expected), "{stderr}");
+    }
+}
+
+#[test]
+fn the_example_data_set_is_made_in_code_with_its_own_clients_reproducibly_and_checked_as_a_builtin()
+{
+    let listed = succeeded(example("custom_dataset", &["datasets"]));
+    assert!(
+        listed.contains("\nblobs\n  Gaussian blobs, one per class"),
+        "{listed}"
+    );
+    assert!(listed.contains("  from: fedsim-example-custom-dataset "));
+    assert!(listed.contains("  shift = 1.0: "), "{listed}");
+    assert!(listed.contains("\nmnist\n"), "the built-ins stay");
+    let dir = tempfile::tempdir().unwrap();
+    let file = root().join("examples/custom_dataset/blobs.json");
+    let file = file.to_str().unwrap();
+    let train = |name: &str, workers: &str| {
+        let out = dir.path().join(name);
+        let mut args = vec!["run", file, "--quiet", "--out", out.to_str().unwrap()];
+        for set in ["federation.rounds=3", workers] {
+            args.extend(["--set", set]);
+        }
+        succeeded(example("custom_dataset", &args));
+        out
+    };
+    let two = train("two-workers", "federation.num_parallels=2");
+    let one = train("one-worker", "federation.num_parallels=1");
+    assert_eq!(model_bytes(&two), model_bytes(&one));
+    assert_eq!(metrics_without_timing(&two), metrics_without_timing(&one));
+    let rounds = metrics_without_timing(&two);
+    let accuracy = record(&rounds[2])["test_accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.5, "four blobs are told apart: {accuracy}");
+    // Each site is a client with its own 200 training samples, and is evaluated on its own
+    // test samples.
+    let partition: Value =
+        serde_json::from_str(&fs::read_to_string(two.join("partition.json")).unwrap()).unwrap();
+    let clients = partition["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 20);
+    assert!(clients.iter().all(|c| c.as_array().unwrap().len() == 200));
+    assert!(
+        record(&rounds[2])["client_accuracy"].is_object(),
+        "{}",
+        rounds[2]
+    );
+    let manifest: Value =
+        serde_json::from_str(&fs::read_to_string(two.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["plugins"][0]["kind"], "data set");
+    assert_eq!(manifest["plugins"][0]["name"], "blobs");
+    assert_eq!(manifest["data_files"], serde_json::json!([]));
+    let config: Value =
+        serde_json::from_str(&fs::read_to_string(two.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["data"]["shift"], 1.5);
+    assert_eq!(config["data"]["classes"], 4);
+    let refused = common::fails_with(&["run", "--resume", two.to_str().unwrap()], 2);
+    assert!(
+        refused.contains(
+            "the run used the data set \"blobs\" from the crate fedsim-example-custom-dataset"
+        ),
+        "{refused}"
+    );
+    let unknown = common::fails_with(&["run", file], 2);
+    assert!(
+        unknown.contains("data.dataset: unknown variant `blobs`"),
+        "{unknown}"
+    );
+    // Its parameters, and what it fits, are checked as a built-in's are.
+    for (set, expected) in [
+        (
+            "data.classes=1",
+            "data.classes: is 1; must be between 2 and 256",
+        ),
+        ("data.spread=-1", "data.spread: is -1; must be at least 0"),
+        ("data.shfit=2", "data.shfit: unknown field `shfit`"),
+        (
+            "model=cnn",
+            "model.name: \"cnn\" cannot take rows of numeric features",
+        ),
+    ] {
+        let bad = example("custom_dataset", &["run", file, "--set", set]);
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{set}: {stderr}");
     }
 }
 

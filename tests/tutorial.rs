@@ -118,7 +118,12 @@ fn the_tutorial_readme_commands_parse_and_name_files_that_exist() {
             Command::Partition { experiment, .. } => {
                 assert!(root().join(&experiment.experiment).is_file(), "{command}");
             }
-            Command::Report(_) | Command::Strategies | Command::Models | Command::Data(_) => {}
+            Command::Report(_)
+            | Command::Strategies
+            | Command::Models
+            | Command::Datasets
+            | Command::Schemes
+            | Command::Data(_) => {}
         }
     }
     // Every step is shown.

@@ -36,6 +36,11 @@ pub enum Command {
     /// List the model architectures an experiment's `model` can name, with their
     /// hyperparameters and defaults.
     Models,
+    /// List the data sets an experiment's `data` can name, with their parameters.
+    Datasets,
+    /// List the partition schemes an experiment's `partition` can name, with their
+    /// parameters.
+    Schemes,
     /// Run every experiment of a sweep file (a base experiment, variants and a grid of
     /// field values), each in its own folder; rerunning skips finished runs and resumes
     /// killed ones.

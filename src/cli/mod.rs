@@ -74,6 +74,14 @@ pub fn main(registry: Registry) -> ExitCode {
             print!("{}", models(&registry));
             Ok(())
         }
+        Command::Datasets => {
+            print!("{}", data_sets(&registry));
+            Ok(())
+        }
+        Command::Schemes => {
+            print!("{}", schemes(&registry));
+            Ok(())
+        }
         Command::Data(DataCommand::Fetch(args)) => fetch(&args),
     };
     match outcome {
@@ -182,6 +190,32 @@ fn models(registry: &Registry) -> String {
     out
 }
 
+/// The data sets and their parameters, as `fedsim datasets` prints them; those another crate
+/// registered say which.
+fn data_sets(registry: &Registry) -> String {
+    let mut out = String::from(
+        "Set the data set in an experiment file's \"data\", with its parameters beside it, e.g.\n  \"data\": {\"dataset\": \"mnist\", \"dir\": \"data/mnist\"}\nRelative paths are resolved against the experiment file's folder.\n",
+    );
+    for data_set in registry.data_sets() {
+        out += &format!("\n{}\n  {}\n", data_set.name, data_set.about);
+        out += &origin_and_params(&data_set.origin, &data_set.params);
+    }
+    out
+}
+
+/// The partition schemes and their parameters, as `fedsim schemes` prints them; those another
+/// crate registered say which.
+fn schemes(registry: &Registry) -> String {
+    let mut out = String::from(
+        "Set the split of the training set in an experiment file's \"partition\", with its parameters beside the scheme, e.g.\n  \"partition\": {\"scheme\": \"dirichlet\", \"alpha\": 0.5}\nA scheme that draws also takes a \"seed\" of its own (default: the experiment's).\n",
+    );
+    for scheme in registry.schemes() {
+        out += &format!("\n{}\n  {}\n", scheme.name, scheme.about);
+        out += &origin_and_params(&scheme.origin, &scheme.params);
+    }
+    out
+}
+
 /// The lines of a listing that name the crate a component comes from, if not fedsim, and
 /// its parameters with their defaults.
 fn origin_and_params(origin: &crate::registry::Origin, params: &[ParamInfo]) -> String {
@@ -190,7 +224,10 @@ fn origin_and_params(origin: &crate::registry::Origin, params: &[ParamInfo]) -> 
         out += &format!("  from: {} {}\n", origin.crate_name, origin.version);
     }
     for param in params {
-        out += &format!("  {} = {}: {}\n", param.name, param.default, param.doc);
+        out += &match &param.default {
+            Some(default) => format!("  {} = {default}: {}\n", param.name, param.doc),
+            None => format!("  {}: {}\n", param.name, param.doc),
+        };
     }
     out
 }

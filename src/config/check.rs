@@ -6,6 +6,9 @@
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Problems {
     found: Vec<(String, String)>,
+    /// Problems a section's check finds in another section's fields (the synthetic data set's
+    /// limit on `federation.num_clients`), each with its whole path.
+    elsewhere: Vec<(String, String)>,
 }
 
 impl Problems {
@@ -17,6 +20,12 @@ impl Problems {
     /// Records that `field` breaks a rule, with `message` saying what was expected.
     pub fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.found.push((field.into(), message.into()));
+    }
+
+    /// Records that the field at the whole path `path`, outside the section being checked,
+    /// breaks one of the section's rules.
+    pub fn add_elsewhere(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.elsewhere.push((path.into(), message.into()));
     }
 
     /// Checks that `value` is a finite number greater than 0.
@@ -42,12 +51,27 @@ impl Problems {
 
     /// Whether nothing was found.
     pub fn is_empty(&self) -> bool {
-        self.found.is_empty()
+        self.found.is_empty() && self.elsewhere.is_empty()
     }
 
-    /// The problems, as (field, message), in the order they were found.
+    /// The problems, as (field, message), in the order they were found, fields relative to the
+    /// section; those found elsewhere follow with their whole paths.
     pub fn into_vec(self) -> Vec<(String, String)> {
-        self.found
+        self.found.into_iter().chain(self.elsewhere).collect()
+    }
+
+    /// The problems of the section at `section` (`strategy`), as (whole path, message): fields
+    /// become `section.field`, the section itself `section`.
+    pub fn within(self, section: &str) -> Vec<(String, String)> {
+        let inside = self.found.into_iter().map(|(field, message)| {
+            let path = if field.is_empty() {
+                section.to_string()
+            } else {
+                format!("{section}.{field}")
+            };
+            (path, message)
+        });
+        inside.chain(self.elsewhere).collect()
     }
 }
 

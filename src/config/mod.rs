@@ -22,7 +22,7 @@ mod work;
 pub(crate) use hints::explain;
 pub use overrides::Override;
 
-pub use partition::{PartitionConfig, PartitionScheme};
+pub use partition::PartitionConfig;
 pub use placement::{Placement, PlacementConfig};
 pub use topology::{
     AvailabilityConfig, ClientLinkOverride, ComputeConfig, FailurePolicy, NetworkConfig,
@@ -32,10 +32,6 @@ pub use work::{LocalWork, Work, WorkPlan};
 
 use crate::backend::BackendKind;
 pub use crate::byzantine::ByzantineConfig;
-use crate::data::numpy::NumpyConfig;
-use crate::data::synthetic::{MAX_USERS, SyntheticConfig};
-use crate::data::tabular::{CsvConfig, SplitOptions};
-use crate::data::{Augmentation, Normalization, SampleKind};
 
 /// A whole experiment: data, model, federation, local training and evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,9 +42,11 @@ pub struct ExperimentConfig {
     /// The experiment seed; every random choice derives from it. Default 0.
     #[serde(default)]
     pub seed: u64,
-    /// Where the data set lives.
+    /// The data set, any name `fedsim datasets` lists, with its parameters beside it
+    /// (`{"dataset": "mnist"}`, `{"dataset": "csv", "file": "t.csv", "label": "y"}`).
     pub data: DataConfig,
-    /// How the training set is split among clients. Default: balanced IID.
+    /// How the training set is split among clients, any scheme `fedsim schemes` lists.
+    /// Default: balanced IID.
     #[serde(default)]
     pub partition: PartitionConfig,
     /// The architecture, any name `fedsim models` lists: the name alone (`"cnn"`) for its
@@ -130,164 +128,69 @@ fn fedavg() -> StrategyConfig {
 
 impl<'de> Deserialize<'de> for NamedSection {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        match Value::deserialize(deserializer)? {
-            Value::String(name) => Ok(Self::named(&name)),
-            Value::Object(mut params) => match params.remove("name") {
-                Some(Value::String(name)) => Ok(Self { name, params }),
-                Some(other) => Err(D::Error::custom(format!(
-                    "`name` must be a string, not {other}"
-                ))),
-                None => Err(D::Error::missing_field("name")),
-            },
-            other => Err(D::Error::custom(format!(
-                "expected a name, or an object with a name and parameters, not {other}"
-            ))),
-        }
+        let (name, params) = named_fields(Value::deserialize(deserializer)?, "name")
+            .map_err(serde::de::Error::custom)?;
+        Ok(Self { name, params })
+    }
+}
+
+/// A section that names a registered component under `key`, split into the name and the
+/// fields beside it: the name alone (`"fedprox"`), or an object holding it.
+pub(crate) fn named_fields(
+    value: Value,
+    key: &str,
+) -> Result<(String, serde_json::Map<String, Value>), String> {
+    match value {
+        Value::String(name) => Ok((name, serde_json::Map::new())),
+        Value::Object(mut fields) => match fields.remove(key) {
+            Some(Value::String(name)) => Ok((name, fields)),
+            Some(other) => Err(format!("`{key}` must be a string, not {other}")),
+            None => Err(format!("missing field `{key}`")),
+        },
+        other => Err(format!(
+            "expected a name, or an object with a {key} and parameters, not {other}"
+        )),
     }
 }
 
 /// What reads the sections of an experiment file that name registered components (the
-/// `strategy` and `model` sections): the registry ([`crate::registry::Registry`]). It fills in their
+/// `data`, `partition`, `model` and `strategy` sections): the registry ([`crate::registry::Registry`]). It fills in their
 /// defaults and gives each rule they break as (field path, message).
 pub trait Catalogue {
-    /// Reads `config`'s registered sections in place, defaults filled in, and returns the rules
-    /// they break, alone or with the rest of the experiment.
-    fn resolve(&self, config: &mut ExperimentConfig) -> Vec<(String, String)>;
+    /// Reads `config`'s registered sections in place, defaults filled in and relative paths
+    /// made relative to `folder` (the experiment file's), and returns the rules they break,
+    /// alone or with the rest of the experiment, as (whole field path, message).
+    fn resolve(&self, config: &mut ExperimentConfig, folder: &Path) -> Vec<(String, String)>;
 }
 
-/// The data set, and where its files are: `{"dataset": "mnist"}` uses the copy built into
-/// fedsim; `"dir"` reads the files from a folder instead.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "dataset", rename_all = "kebab-case")]
-pub enum DataConfig {
-    /// MNIST's four IDX files (raw or `.gz`).
-    Mnist(ImageFiles),
-    /// Fashion-MNIST's four IDX files, named as MNIST's.
-    FashionMnist(ImageFiles),
-    /// CIFAR-10's binary files (`data_batch_1.bin` … `test_batch.bin`); not built in, so
-    /// `dir` is required.
-    Cifar10(ImageFiles),
-    /// The FedProx paper's Synthetic(alpha, beta), generated from the seed; its users are the
-    /// natural clients (`"partition": {"scheme": "natural"}`), one per
-    /// `federation.num_clients`.
-    Synthetic(SyntheticConfig),
-    /// The Breast Cancer Wisconsin (Diagnostic) table, built in: 569 rows of 30 features,
-    /// malignant or benign.
-    BreastCancer(SplitOptions),
-    /// A table of numeric features in a CSV file with a header row.
-    Csv(CsvConfig),
-    /// NumPy arrays `x_train`, `y_train`, `x_test`, `y_test` in an `.npz` archive or a folder
-    /// of `.npy` files.
-    Numpy(NumpyConfig),
-    /// LEAF's FEMNIST: 28x28 handwritten characters of 62 classes, whose writers are the
-    /// natural clients. Not built in, so `dir` is required.
-    Femnist(LeafFiles),
-    /// LEAF's Shakespeare: the next character after 80, whose speaking roles are the
-    /// natural clients. A small set from public-domain plays is built in.
-    Shakespeare(LeafFiles),
-}
-
-/// Where a LEAF data set's `train/` and `test/` folders of JSON files are.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LeafFiles {
-    /// Folder holding `train/` and `test/` (LEAF's `data/<name>/data`); relative paths are
-    /// resolved against the experiment file's folder. Default: the copy built into fedsim
-    /// (Shakespeare only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dir: Option<PathBuf>,
-}
-
-/// Where the image files of MNIST, Fashion-MNIST or CIFAR-10 are, how pixels become features,
-/// and whether training images are augmented.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ImageFiles {
-    /// Folder holding the data set's files; relative paths are resolved against the
-    /// experiment file's folder. Default: the copy built into fedsim (MNIST and
-    /// Fashion-MNIST; CIFAR-10 needs a folder).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dir: Option<PathBuf>,
-    /// Pixel scaling: `"unit"` (to `[0, 1]`, the default) or `"standard"` (then zero mean,
-    /// unit variance over the training set, per channel).
-    #[serde(default)]
-    pub normalize: Normalization,
-    /// Whether local training sees random crops (padding 4) and horizontal flips of its
-    /// images, drawn from each client's stream. Default false.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub augment: bool,
-}
-
-impl ImageFiles {
-    /// The augmentation `augment` asks for: the usual CIFAR recipe.
-    pub fn augmentation(&self) -> Option<Augmentation> {
-        self.augment.then_some(Augmentation {
-            crop_padding: 4,
-            flip: true,
-        })
-    }
+/// The `data` section: a data set, any name `fedsim datasets` lists, with its parameters beside
+/// the name: `{"dataset": "mnist"}` uses the copy built into fedsim, `{"dataset": "mnist",
+/// "dir": "data/mnist"}` reads the files from a folder. Once an experiment is loaded, `params`
+/// holds every parameter, defaults filled in and paths made absolute.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataConfig {
+    /// The data set's registered name.
+    pub dataset: String,
+    /// Its parameters, by field name.
+    #[serde(flatten)]
+    pub params: serde_json::Map<String, Value>,
 }
 
 impl DataConfig {
-    /// The data set's name in the experiment file.
-    pub fn name(&self) -> &'static str {
-        match self {
-            DataConfig::Mnist(_) => "mnist",
-            DataConfig::FashionMnist(_) => "fashion-mnist",
-            DataConfig::Cifar10(_) => "cifar10",
-            DataConfig::Synthetic(_) => "synthetic",
-            DataConfig::BreastCancer(_) => "breast-cancer",
-            DataConfig::Csv(_) => "csv",
-            DataConfig::Numpy(_) => "numpy",
-            DataConfig::Femnist(_) => "femnist",
-            DataConfig::Shakespeare(_) => "shakespeare",
+    /// The data set `name` with no parameter given: each takes its default.
+    pub fn named(name: &str) -> Self {
+        Self {
+            dataset: name.to_string(),
+            params: serde_json::Map::new(),
         }
     }
+}
 
-    /// What the samples are, if known before any file is read (arrays may hold images or
-    /// rows).
-    pub fn sample_kind(&self) -> Option<SampleKind> {
-        match self {
-            DataConfig::Mnist(_) | DataConfig::FashionMnist(_) | DataConfig::Femnist(_) => {
-                Some(SampleKind::Image([1, 28, 28]))
-            }
-            DataConfig::Shakespeare(_) => Some(SampleKind::Tokens),
-            DataConfig::Cifar10(_) => Some(SampleKind::Image([3, 32, 32])),
-            DataConfig::Synthetic(_) | DataConfig::BreastCancer(_) | DataConfig::Csv(_) => {
-                Some(SampleKind::Row)
-            }
-            DataConfig::Numpy(_) => None,
-        }
-    }
-
-    /// Whether the data set defines its own clients, for the `natural` partition.
-    pub fn has_natural_clients(&self) -> bool {
-        matches!(
-            self,
-            DataConfig::Synthetic(_) | DataConfig::Femnist(_) | DataConfig::Shakespeare(_)
-        )
-    }
-
-    /// The folder the files are read from, if not the built-in copy.
-    pub fn dir(&self) -> Option<&Path> {
-        match self {
-            DataConfig::Mnist(files)
-            | DataConfig::FashionMnist(files)
-            | DataConfig::Cifar10(files) => files.dir.as_deref(),
-            DataConfig::Femnist(files) | DataConfig::Shakespeare(files) => files.dir.as_deref(),
-            _ => None,
-        }
-    }
-
-    fn dir_mut(&mut self) -> Option<&mut PathBuf> {
-        match self {
-            DataConfig::Mnist(files)
-            | DataConfig::FashionMnist(files)
-            | DataConfig::Cifar10(files) => files.dir.as_mut(),
-            DataConfig::Femnist(files) | DataConfig::Shakespeare(files) => files.dir.as_mut(),
-            _ => None,
-        }
+impl<'de> Deserialize<'de> for DataConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (dataset, params) = named_fields(Value::deserialize(deserializer)?, "dataset")
+            .map_err(serde::de::Error::custom)?;
+        Ok(Self { dataset, params })
     }
 }
 
@@ -568,18 +471,14 @@ impl ExperimentConfig {
         let folder = path.parent().unwrap_or(Path::new("."));
         // Absolute, so the resolved config written to the run folder works from anywhere.
         let folder = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
-        config.resolve_paths(&folder);
         let mut errors = config.problems();
-        errors.extend(
-            catalogue
-                .resolve(&mut config)
-                .into_iter()
-                .map(|(path, message)| FieldError {
-                    path,
-                    message,
-                    set_by: None,
-                }),
-        );
+        errors.extend(catalogue.resolve(&mut config, &folder).into_iter().map(
+            |(path, message)| FieldError {
+                path,
+                message,
+                set_by: None,
+            },
+        ));
         if errors.is_empty() {
             Ok(config)
         } else {
@@ -587,25 +486,6 @@ impl ExperimentConfig {
                 path: path.to_path_buf(),
                 errors,
             })
-        }
-    }
-
-    fn resolve_paths(&mut self, base: &Path) {
-        if let Some(dir) = self.data.dir_mut() {
-            *dir = base.join(&*dir);
-        }
-        match &mut self.data {
-            DataConfig::Csv(csv) => {
-                csv.file = base.join(&csv.file);
-                if let Some(test) = &mut csv.test_file {
-                    *test = base.join(&*test);
-                }
-            }
-            DataConfig::Numpy(numpy) => numpy.path = base.join(&numpy.path),
-            _ => {}
-        }
-        if let PartitionScheme::File { file } = &mut self.partition.scheme {
-            *file = base.join(&*file);
         }
     }
 
@@ -635,62 +515,6 @@ impl ExperimentConfig {
                 self.name
             ),
         );
-        if let Some(dir) = self.data.dir() {
-            check(
-                dir.is_dir(),
-                "data.dir",
-                format!("folder {} does not exist", dir.display()),
-            );
-        }
-        if let DataConfig::Synthetic(synthetic) = &self.data {
-            for (field, message) in synthetic.problems() {
-                check(false, &format!("data.{field}"), message);
-            }
-            check(
-                self.federation.num_clients <= MAX_USERS,
-                "federation.num_clients",
-                format!(
-                    "is {}; the synthetic data set makes at most {MAX_USERS} users",
-                    self.federation.num_clients
-                ),
-            );
-        }
-        check(
-            !matches!(&self.data, DataConfig::Cifar10(files) if files.dir.is_none()),
-            "data.dir",
-            "CIFAR-10 is not built into fedsim: give the folder holding data_batch_1.bin to data_batch_5.bin and test_batch.bin (CIFAR-10's binary version)".into(),
-        );
-        check(
-            !matches!(&self.data, DataConfig::Femnist(files) if files.dir.is_none()),
-            "data.dir",
-            "FEMNIST is not built into fedsim: give the folder holding LEAF's train/ and test/ folders of JSON files".into(),
-        );
-        let split = match &self.data {
-            DataConfig::BreastCancer(split) => Some(split.clone()),
-            DataConfig::Csv(csv) => {
-                for (field, file) in [
-                    ("file", Some(&csv.file)),
-                    ("test_file", csv.test_file.as_ref()),
-                ] {
-                    if let Some(file) = file {
-                        check(
-                            file.is_file(),
-                            &format!("data.{field}"),
-                            format!("file {} does not exist", file.display()),
-                        );
-                    }
-                }
-                csv.test_file.is_none().then(|| csv.split())
-            }
-            _ => None,
-        };
-        for (field, message) in split
-            .as_ref()
-            .map(SplitOptions::problems)
-            .unwrap_or_default()
-        {
-            check(false, &format!("data.{field}"), message);
-        }
         let fed = &self.federation;
         check(
             fed.num_clients >= 1,
@@ -764,55 +588,6 @@ impl ExperimentConfig {
             "eval.client_test_fraction",
             format!("is {}; must be in [0, 1)", self.eval.client_test_fraction),
         );
-        match &self.partition.scheme {
-            PartitionScheme::Iid => {}
-            PartitionScheme::Dirichlet { alpha, min_size } => {
-                check(
-                    *alpha > 0.0 && alpha.is_finite(),
-                    "partition.alpha",
-                    format!("is {alpha}; must be a number greater than 0"),
-                );
-                // A client without samples would train on nothing and weigh nothing.
-                check(
-                    *min_size >= 1,
-                    "partition.min_size",
-                    "must be at least 1".into(),
-                );
-            }
-            PartitionScheme::Shards { num_shards } => check(
-                *num_shards >= fed.num_clients
-                    && fed.num_clients > 0
-                    && num_shards % fed.num_clients == 0,
-                "partition.num_shards",
-                format!(
-                    "is {num_shards}; must be a multiple of federation.num_clients ({})",
-                    fed.num_clients
-                ),
-            ),
-            PartitionScheme::Labels { labels_per_client } => check(
-                *labels_per_client >= 1,
-                "partition.labels_per_client",
-                "must be at least 1".into(),
-            ),
-            PartitionScheme::Quantity { sigma } => check(
-                *sigma >= 0.0 && sigma.is_finite(),
-                "partition.sigma",
-                format!("is {sigma}; must be a number of at least 0"),
-            ),
-            PartitionScheme::Natural => check(
-                self.data.has_natural_clients(),
-                "partition.scheme",
-                format!(
-                    "\"natural\" needs a data set that defines its clients (\"synthetic\", \"femnist\" or \"shakespeare\"); {:?} does not",
-                    self.data.name()
-                ),
-            ),
-            PartitionScheme::File { file } => check(
-                file.is_file(),
-                "partition.file",
-                format!("file {} does not exist", file.display()),
-            ),
-        }
         if let Err(reason) = self.backend.check_available() {
             check(false, "backend", reason);
         }

@@ -5,7 +5,11 @@
 use std::path::Path;
 
 use super::source::{Reader, Source};
-use super::{DataError, DataShape, Dataset, Normalization, SampleShape, TrainTest};
+use super::{
+    DataContext, DataError, DataShape, DataSource, Dataset, ImageFiles, Normalization, SampleKind,
+    SampleShape, TrainTest, check_dir, resolve_dir,
+};
+use crate::config::check::Problems;
 
 const SIDE: usize = 32;
 const CHANNELS: usize = 3;
@@ -27,6 +31,52 @@ const TEST_FILE: &str = "test_batch.bin";
 /// [`Normalization::Standard`].
 const CHANNEL_MEAN: [f32; CHANNELS] = [0.4914, 0.4822, 0.4465];
 const CHANNEL_STD: [f32; CHANNELS] = [0.2470, 0.2435, 0.2616];
+
+/// CIFAR-10 as an experiment file names it; not built in, so `dir` is required.
+#[derive(Debug, Clone, Copy)]
+pub struct Cifar10Data;
+
+impl DataSource for Cifar10Data {
+    type Params = ImageFiles;
+
+    fn name(&self) -> &'static str {
+        "cifar10"
+    }
+
+    fn about(&self) -> &'static str {
+        "Krizhevsky's 32x32 colour images of ten classes, from the binary version; give its folder"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        super::IMAGE_FILE_DOCS
+    }
+
+    fn sample_kind(&self, _: &ImageFiles) -> Option<SampleKind> {
+        Some(SampleKind::Image([CHANNELS, SIDE, SIDE]))
+    }
+
+    fn resolve_paths(&self, params: &mut ImageFiles, folder: &Path) {
+        resolve_dir(&mut params.dir, folder);
+    }
+
+    fn check(&self, params: &ImageFiles, _: &DataContext, problems: &mut Problems) {
+        match params.dir.as_deref() {
+            None => problems.add(
+                "dir",
+                "CIFAR-10 is not built into fedsim: give the folder holding data_batch_1.bin to data_batch_5.bin and test_batch.bin (CIFAR-10's binary version)",
+            ),
+            dir => check_dir(dir, problems),
+        }
+    }
+
+    fn load(&self, params: &ImageFiles, _: &DataContext) -> Result<TrainTest, DataError> {
+        let dir = params.dir.as_deref().ok_or_else(|| DataError::Io {
+            path: "data.dir".into(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
+        Ok(params.augmented(load(dir, params.normalize)?))
+    }
+}
 
 /// Loads CIFAR-10 from `dir`, pixels scaled as `normalization` says.
 pub fn load(dir: &Path, normalization: Normalization) -> Result<TrainTest, DataError> {

@@ -18,11 +18,15 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use super::source::{Embedded, Reader, Source, embedded};
-use super::{DataError, DataShape, Dataset, NaturalClients, SampleShape, TrainTest};
+use super::{
+    DataContext, DataError, DataShape, DataSource, Dataset, NaturalClients, SampleKind,
+    SampleShape, TrainTest, check_dir, resolve_dir,
+};
+use crate::config::check::Problems;
 
 /// LEAF's Shakespeare vocabulary, in its order: a character's index is its token id and its
 /// class.
@@ -69,6 +73,78 @@ struct LeafFile<X, Y> {
 struct UserData<X, Y> {
     x: Vec<X>,
     y: Vec<Y>,
+}
+
+/// Where a LEAF data set's `train/` and `test/` folders of JSON files are.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeafFiles {
+    /// Folder holding `train/` and `test/` (LEAF's `data/<name>/data`); relative paths are
+    /// resolved against the experiment file's folder. Default: the copy built into fedsim
+    /// (Shakespeare only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+}
+
+/// What a LEAF data set's parameter means, for `fedsim datasets`.
+const LEAF_DOCS: &[(&str, &str)] = &[(
+    "dir",
+    "folder holding LEAF's train/ and test/ folders of JSON files; default: the copy built into fedsim, where there is one",
+)];
+
+impl DataSource for LeafTask {
+    type Params = LeafFiles;
+
+    fn name(&self) -> &'static str {
+        match self {
+            LeafTask::Femnist => "femnist",
+            LeafTask::Shakespeare => "shakespeare",
+        }
+    }
+
+    fn about(&self) -> &'static str {
+        match self {
+            LeafTask::Femnist => {
+                "LEAF's FEMNIST: 28x28 handwritten characters of 62 classes, whose writers are natural clients; give its folder"
+            }
+            LeafTask::Shakespeare => {
+                "LEAF's Shakespeare: the next character after 80, whose speaking roles are natural clients; a small set is built in"
+            }
+        }
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        LEAF_DOCS
+    }
+
+    fn sample_kind(&self, _: &LeafFiles) -> Option<SampleKind> {
+        match self {
+            LeafTask::Femnist => Some(SampleKind::Image([1, FEMNIST_SIDE, FEMNIST_SIDE])),
+            LeafTask::Shakespeare => Some(SampleKind::Tokens),
+        }
+    }
+
+    fn has_natural_clients(&self, _: &LeafFiles) -> bool {
+        true
+    }
+
+    fn resolve_paths(&self, params: &mut LeafFiles, folder: &Path) {
+        resolve_dir(&mut params.dir, folder);
+    }
+
+    fn check(&self, params: &LeafFiles, _: &DataContext, problems: &mut Problems) {
+        match (self, params.dir.as_deref()) {
+            (LeafTask::Femnist, None) => problems.add(
+                "dir",
+                "FEMNIST is not built into fedsim: give the folder holding LEAF's train/ and test/ folders of JSON files",
+            ),
+            (_, dir) => check_dir(dir, problems),
+        }
+    }
+
+    fn load(&self, params: &LeafFiles, _: &DataContext) -> Result<TrainTest, DataError> {
+        load(*self, params.dir.as_deref())
+    }
 }
 
 /// Loads a LEAF data set from `dir` (holding `train/` and `test/`), or the built-in

@@ -1,9 +1,15 @@
 //! MNIST and Fashion-MNIST: 28x28 grey images of ten classes in four IDX files of the same
 //! names, raw or gzipped, read from a folder or from the copy built into the binary.
 
+use std::path::Path;
+
 use super::idx::{IdxArray, parse_idx_file};
 use super::source::{Embedded, Reader, Source, embedded};
-use super::{DataError, DataShape, Dataset, Normalization, SampleShape, TrainTest};
+use super::{
+    DataContext, DataError, DataShape, DataSource, Dataset, ImageFiles, Normalization, SampleKind,
+    SampleShape, TrainTest, check_dir, resolve_dir,
+};
+use crate::config::check::Problems;
 
 const SIDE: usize = 28;
 const NUM_CLASSES: usize = 10;
@@ -11,8 +17,12 @@ const NUM_CLASSES: usize = 10;
 /// One of the data sets in MNIST's format, with what differs between them.
 #[derive(Debug)]
 pub struct MnistLike {
-    /// The data set's name, for messages.
+    /// The `dataset` an experiment file gives.
     pub name: &'static str,
+    /// What it is, for `fedsim datasets`.
+    pub about: &'static str,
+    /// The data set's name as its authors write it, for messages.
+    pub title: &'static str,
     /// Mean and standard deviation of the training pixels scaled to `[0, 1]`, for
     /// [`Normalization::Standard`].
     pub pixel_mean_std: (f32, f32),
@@ -38,14 +48,18 @@ macro_rules! idx_files {
 
 /// LeCun et al.'s handwritten digits.
 pub static MNIST: MnistLike = MnistLike {
-    name: "MNIST",
+    name: "mnist",
+    about: "LeCun et al.'s handwritten digits: 60,000 training and 10,000 test images, built in",
+    title: "MNIST",
     pixel_mean_std: (0.1307, 0.3081),
     embedded: &idx_files!("mnist"),
 };
 
 /// Zalando's clothing images (Xiao et al., 2017), a drop-in replacement for MNIST.
 pub static FASHION_MNIST: MnistLike = MnistLike {
-    name: "Fashion-MNIST",
+    name: "fashion-mnist",
+    about: "Zalando's clothing images (Xiao et al. 2017), in MNIST's format and sizes, built in",
+    title: "Fashion-MNIST",
     pixel_mean_std: (0.2860, 0.3530),
     embedded: &idx_files!("fashion-mnist"),
 };
@@ -87,7 +101,7 @@ impl MnistLike {
                 path: images_path,
                 reason: format!(
                     "has dimensions {:?}; {} images are [count, 28, 28]",
-                    images.dims, self.name
+                    images.dims, self.title
                 ),
             });
         }
@@ -105,7 +119,7 @@ impl MnistLike {
         if let Some(bad) = labels.data.iter().find(|&&l| usize::from(l) >= NUM_CLASSES) {
             return Err(DataError::Corrupt {
                 path: labels_path,
-                reason: format!("holds label {bad}; {} labels are 0 to 9", self.name),
+                reason: format!("holds label {bad}; {} labels are 0 to 9", self.title),
             });
         }
         let (mean, std) = match normalization {
@@ -122,6 +136,40 @@ impl MnistLike {
             labels.data,
             shape,
         ))
+    }
+}
+
+/// MNIST and Fashion-MNIST as an experiment file names them: registered as `&MNIST`.
+impl DataSource for &'static MnistLike {
+    type Params = ImageFiles;
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn about(&self) -> &'static str {
+        self.about
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        super::IMAGE_FILE_DOCS
+    }
+
+    fn sample_kind(&self, _: &ImageFiles) -> Option<SampleKind> {
+        Some(SampleKind::Image([1, SIDE, SIDE]))
+    }
+
+    fn resolve_paths(&self, params: &mut ImageFiles, folder: &Path) {
+        resolve_dir(&mut params.dir, folder);
+    }
+
+    fn check(&self, params: &ImageFiles, _: &DataContext, problems: &mut Problems) {
+        check_dir(params.dir.as_deref(), problems);
+    }
+
+    fn load(&self, params: &ImageFiles, _: &DataContext) -> Result<TrainTest, DataError> {
+        let data = MnistLike::load(self, params.dir.as_deref(), params.normalize)?;
+        Ok(params.augmented(data))
     }
 }
 

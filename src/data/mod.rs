@@ -12,14 +12,23 @@ pub mod cifar;
 pub mod fetch;
 pub mod idx;
 pub mod leaf;
+pub mod loader;
 pub mod mnist;
 pub mod numpy;
 pub mod partition;
+pub mod partitioner;
 pub mod source;
 pub mod synthetic;
 pub mod tabular;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::check::Problems;
+
+pub use loader::{DataContext, DataSource};
+pub use partitioner::{ClientSplit, Partitioner, SplitContext, SplitInput};
 
 /// How pixel values become features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -31,6 +40,74 @@ pub enum Normalization {
     /// Scale to `[0, 1]`, then subtract the training set's mean and divide by its standard
     /// deviation (`Normalize((0.1307,), (0.3081,))` for MNIST).
     Standard,
+}
+
+/// Where the image files of MNIST, Fashion-MNIST or CIFAR-10 are, how pixels become features,
+/// and whether training images are augmented: the parameters of those data sets.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageFiles {
+    /// Folder holding the data set's files; relative paths are resolved against the
+    /// experiment file's folder. Default: the copy built into fedsim (MNIST and
+    /// Fashion-MNIST; CIFAR-10 needs a folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+    /// Pixel scaling: `"unit"` (to `[0, 1]`, the default) or `"standard"` (then zero mean,
+    /// unit variance over the training set, per channel).
+    #[serde(default)]
+    pub normalize: Normalization,
+    /// Whether local training sees random crops (padding 4) and horizontal flips of its
+    /// images, drawn from each client's stream. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub augment: bool,
+}
+
+/// What the parameters of an image data set mean, for `fedsim datasets`.
+pub(crate) const IMAGE_FILE_DOCS: &[(&str, &str)] = &[
+    (
+        "dir",
+        "folder holding the files; default: the copy built into fedsim, where there is one",
+    ),
+    (
+        "normalize",
+        "\"unit\" scales pixels to [0, 1]; \"standard\" then gives each channel zero mean and unit variance",
+    ),
+    (
+        "augment",
+        "random crops (padding 4) and horizontal flips in local training",
+    ),
+];
+
+impl ImageFiles {
+    /// The augmentation `augment` asks for: the usual CIFAR recipe.
+    pub fn augmentation(&self) -> Option<Augmentation> {
+        self.augment.then_some(Augmentation {
+            crop_padding: 4,
+            flip: true,
+        })
+    }
+
+    /// `data` with the augmentation `augment` asks for applied to its training split.
+    pub fn augmented(&self, mut data: TrainTest) -> TrainTest {
+        if let Some(augmentation) = self.augmentation() {
+            data.train = data.train.with_augmentation(augmentation);
+        }
+        data
+    }
+}
+
+/// Makes a data set's folder relative to `folder`, the experiment file's.
+pub(crate) fn resolve_dir(dir: &mut Option<PathBuf>, folder: &Path) {
+    if let Some(dir) = dir {
+        *dir = folder.join(&*dir);
+    }
+}
+
+/// Checks that a data set's folder, if one is given, exists.
+pub(crate) fn check_dir(dir: Option<&Path>, problems: &mut Problems) {
+    if let Some(dir) = dir.filter(|dir| !dir.is_dir()) {
+        problems.add("dir", format!("folder {} does not exist", dir.display()));
+    }
 }
 
 /// A data file that cannot be used, with the file named.

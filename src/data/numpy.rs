@@ -15,7 +15,9 @@ use npyz::{DType, NpyFile, Order, TypeChar};
 use serde::{Deserialize, Serialize};
 
 use super::source::{Reader, Source};
-use super::{DataError, DataShape, Dataset, SampleShape, TrainTest};
+use super::{
+    DataContext, DataError, DataShape, DataSource, Dataset, SampleKind, SampleShape, TrainTest,
+};
 
 /// The arrays a data set of NumPy arrays holds: features and labels of each split.
 const ARRAYS: [&str; 4] = ["x_train", "y_train", "x_test", "y_test"];
@@ -46,6 +48,52 @@ pub enum Channels {
     /// `[samples, height, width, channels]`.
     #[default]
     Last,
+}
+
+/// A user's NumPy arrays as an experiment file names them.
+#[derive(Debug, Clone, Copy)]
+pub struct NumpyData;
+
+impl DataSource for NumpyData {
+    type Params = NumpyConfig;
+
+    fn name(&self) -> &'static str {
+        "numpy"
+    }
+
+    fn about(&self) -> &'static str {
+        "NumPy arrays x_train, y_train, x_test and y_test in an .npz archive or a folder of .npy files"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "path",
+                "the .npz archive or the folder of .npy files, required",
+            ),
+            (
+                "channels",
+                "where 4-D image arrays keep their channels: \"last\" (Keras) or \"first\" (PyTorch)",
+            ),
+        ]
+    }
+
+    /// Arrays may hold images or rows: only their files tell.
+    fn sample_kind(&self, _: &NumpyConfig) -> Option<SampleKind> {
+        None
+    }
+
+    fn resolve_paths(&self, params: &mut NumpyConfig, folder: &Path) {
+        params.path = folder.join(&params.path);
+    }
+
+    fn load(&self, params: &NumpyConfig, _: &DataContext) -> Result<TrainTest, DataError> {
+        load(params)
+    }
+
+    fn describe(&self, params: &NumpyConfig) -> String {
+        params.path.display().to_string()
+    }
 }
 
 /// Loads the four arrays from the archive or folder `config.path`.

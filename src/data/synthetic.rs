@@ -15,7 +15,11 @@ use rand_chacha::ChaCha12Rng;
 use rand_distr::{Distribution, LogNormal, Normal, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-use super::{DataShape, Dataset, NaturalClients, SampleShape, TrainTest};
+use super::{
+    DataContext, DataError, DataShape, DataSource, Dataset, NaturalClients, SampleKind,
+    SampleShape, TrainTest,
+};
+use crate::config::check::Problems;
 use crate::seed::{Purpose, stream};
 
 /// The draws that generate the data set; per user, so a user's samples depend only on the
@@ -30,7 +34,74 @@ pub const MAX_USERS: usize = 1_000_000;
 /// The fraction of each user's samples that are training samples.
 const TRAIN_FRACTION: f64 = 0.9;
 
-/// Synthetic(alpha, beta) as the experiment file configures it.
+/// Synthetic(alpha, beta) as an experiment file names it; its users are the natural clients
+/// (`"partition": {"scheme": "natural"}`), one per `federation.num_clients`.
+#[derive(Debug, Clone, Copy)]
+pub struct SyntheticData;
+
+impl DataSource for SyntheticData {
+    type Params = SyntheticConfig;
+
+    fn name(&self) -> &'static str {
+        "synthetic"
+    }
+
+    fn about(&self) -> &'static str {
+        "the FedProx paper's Synthetic(alpha, beta) (Li et al. 2020), generated from the seed; its users are natural clients"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "alpha",
+                "how much the users' labelling models differ; at least 0",
+            ),
+            (
+                "beta",
+                "how much the users' feature distributions differ; at least 0",
+            ),
+            (
+                "iid",
+                "one model and one feature distribution for all users; alpha and beta must then be 0",
+            ),
+            ("features", "features per sample"),
+            ("classes", "number of classes, 2 to 256"),
+        ]
+    }
+
+    fn sample_kind(&self, _: &SyntheticConfig) -> Option<SampleKind> {
+        Some(SampleKind::Row)
+    }
+
+    fn has_natural_clients(&self, _: &SyntheticConfig) -> bool {
+        true
+    }
+
+    fn check(&self, params: &SyntheticConfig, context: &DataContext, problems: &mut Problems) {
+        for (field, message) in params.problems() {
+            problems.add(field, message);
+        }
+        if context.num_clients > MAX_USERS {
+            problems.add_elsewhere(
+                "federation.num_clients",
+                format!(
+                    "is {}; the synthetic data set makes at most {MAX_USERS} users",
+                    context.num_clients
+                ),
+            );
+        }
+    }
+
+    fn load(
+        &self,
+        params: &SyntheticConfig,
+        context: &DataContext,
+    ) -> Result<TrainTest, DataError> {
+        Ok(params.generate(context.num_clients, context.seed))
+    }
+}
+
+/// Synthetic(alpha, beta)'s parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SyntheticConfig {

@@ -14,7 +14,11 @@ use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
 use super::source::{Embedded, Reader, Source, embedded};
-use super::{DataError, DataFile, DataShape, Dataset, SampleShape, TrainTest};
+use super::{
+    DataContext, DataError, DataFile, DataShape, DataSource, Dataset, SampleKind, SampleShape,
+    TrainTest,
+};
+use crate::config::check::Problems;
 use crate::seed::{Purpose, stream};
 
 /// The draw of the test rows from a single table.
@@ -93,17 +97,120 @@ impl CsvConfig {
 }
 
 impl SplitOptions {
-    /// Every problem with the values, as (field under `data`, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
+    /// Adds every problem with the values to `problems` (fields under `data`).
+    pub fn check(&self, problems: &mut Problems) {
         let fraction = self.test_fraction;
-        if fraction > 0.0 && fraction < 1.0 {
-            Vec::new()
-        } else {
-            vec![(
+        if !(fraction > 0.0 && fraction < 1.0) {
+            problems.add(
                 "test_fraction",
                 format!("is {fraction}; must be between 0 and 1, both excluded"),
-            )]
+            );
         }
+    }
+}
+
+/// What the parameters of a table's split mean, for `fedsim datasets`.
+const SPLIT_DOCS: [(&str, &str); 2] = [
+    (
+        "test_fraction",
+        "the fraction of the rows drawn (from the split seed) for testing, in (0, 1)",
+    ),
+    (
+        "standardize",
+        "scale each feature column to zero mean and unit variance over the training split",
+    ),
+];
+
+/// The Breast Cancer Wisconsin (Diagnostic) table as an experiment file names it.
+#[derive(Debug, Clone, Copy)]
+pub struct BreastCancerData;
+
+impl DataSource for BreastCancerData {
+    type Params = SplitOptions;
+
+    fn name(&self) -> &'static str {
+        "breast-cancer"
+    }
+
+    fn about(&self) -> &'static str {
+        "the Breast Cancer Wisconsin (Diagnostic) table: 569 rows of 30 features, malignant or benign, built in"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &SPLIT_DOCS
+    }
+
+    fn sample_kind(&self, _: &SplitOptions) -> Option<SampleKind> {
+        Some(SampleKind::Row)
+    }
+
+    fn check(&self, params: &SplitOptions, _: &DataContext, problems: &mut Problems) {
+        params.check(problems);
+    }
+
+    fn load(&self, params: &SplitOptions, context: &DataContext) -> Result<TrainTest, DataError> {
+        load_breast_cancer(params, context.split_seed)
+    }
+}
+
+/// A user's CSV tables as an experiment file names them.
+#[derive(Debug, Clone, Copy)]
+pub struct CsvData;
+
+impl DataSource for CsvData {
+    type Params = CsvConfig;
+
+    fn name(&self) -> &'static str {
+        "csv"
+    }
+
+    fn about(&self) -> &'static str {
+        "a table of numeric features in a CSV file with a header row, and a label column"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("file", "the table (.csv or .csv.gz), required"),
+            (
+                "label",
+                "the header name of the label column, required; every other column is a feature",
+            ),
+            (
+                "test_file",
+                "a second table with the same columns to test on; without it, test_fraction of the rows are drawn",
+            ),
+            SPLIT_DOCS[0],
+            SPLIT_DOCS[1],
+        ]
+    }
+
+    fn sample_kind(&self, _: &CsvConfig) -> Option<SampleKind> {
+        Some(SampleKind::Row)
+    }
+
+    fn resolve_paths(&self, params: &mut CsvConfig, folder: &Path) {
+        params.file = folder.join(&params.file);
+        if let Some(test) = &mut params.test_file {
+            *test = folder.join(&*test);
+        }
+    }
+
+    fn check(&self, params: &CsvConfig, _: &DataContext, problems: &mut Problems) {
+        for (field, file) in [
+            ("file", Some(&params.file)),
+            ("test_file", params.test_file.as_ref()),
+        ] {
+            if let Some(file) = file.filter(|file| !file.is_file()) {
+                problems.add(field, format!("file {} does not exist", file.display()));
+            }
+        }
+        if params.test_file.is_none() {
+            params.split().check(problems);
+        }
+    }
+
+    fn load(&self, params: &CsvConfig, context: &DataContext) -> Result<TrainTest, DataError> {
+        load_csv(params, context.split_seed)
     }
 }
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::params::{ParamInfo, Plugged, WithParams, params_as_map, read_params};
+use super::component::Choice;
+use super::params::{ParamInfo, Plugged, Read, WithParams, params_as_map, read_params};
 use super::{Origin, Registered};
 use crate::config::check::Problems;
 use crate::strategy::{Algorithm, ClientAlgorithm, EdgeAggregation, Reduction, Setting, Strategy};
@@ -31,57 +32,22 @@ pub struct AlgorithmInfo {
 
 impl AlgorithmInfo {
     pub(super) fn of(registered: &Registered<dyn AlgorithmEntry>) -> Self {
-        let entry = &registered.component;
-        let defaults = entry.defaults();
-        let params = ParamInfo::list(defaults.params(), entry.param_docs());
+        let listing = &registered.listing;
         Self {
-            name: entry.name(),
-            paper: entry.paper(),
-            params,
-            edge: defaults.edge_rule(),
-            reductions: entry.reductions(),
+            name: listing.name,
+            paper: listing.about,
+            params: ParamInfo::list(listing.defaults.clone(), listing.param_docs),
+            edge: registered.component.default_edge_rule(),
+            reductions: registered.component.reductions(),
             origin: registered.origin.clone(),
         }
     }
 }
 
 /// An algorithm with its parameters read: what an experiment runs. Cheap to clone.
-#[derive(Clone)]
-pub struct AlgorithmChoice {
-    chosen: Arc<dyn ChosenAlgorithm>,
-    origin: Origin,
-}
-
-impl std::fmt::Debug for AlgorithmChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AlgorithmChoice")
-            .field("name", &self.name())
-            .field("params", &self.chosen.params())
-            .finish()
-    }
-}
+pub type AlgorithmChoice = Choice<dyn ChosenAlgorithm>;
 
 impl AlgorithmChoice {
-    pub(super) fn new(chosen: Arc<dyn ChosenAlgorithm>, origin: Origin) -> Self {
-        Self { chosen, origin }
-    }
-
-    /// The algorithm's name.
-    pub fn name(&self) -> &'static str {
-        self.chosen.name()
-    }
-
-    /// The crate that registered it.
-    pub fn origin(&self) -> &Origin {
-        &self.origin
-    }
-
-    /// The parameters, every default filled in, as the experiment file's `strategy` section
-    /// holds them beside the name.
-    pub fn params(&self) -> Map<String, Value> {
-        self.chosen.params()
-    }
-
     /// How an aggregating scheduler may pre-combine its group's updates.
     pub fn edge_rule(&self) -> EdgeAggregation {
         self.chosen.edge_rule()
@@ -96,57 +62,45 @@ impl AlgorithmChoice {
     pub fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
         self.chosen.client(setting)
     }
+
+    pub(super) fn check(&self, setting: &Setting<'_>, problems: &mut Problems) {
+        self.chosen.check(setting, problems);
+    }
 }
 
 /// A registered algorithm, its parameter type erased.
 pub(super) trait AlgorithmEntry: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn paper(&self) -> &'static str;
-    fn param_docs(&self) -> &'static [(&'static str, &'static str)];
-    /// The algorithm with the parameters in `params` (the section without its name); a
-    /// parameter that does not parse is (its field, the message).
-    fn choose(
-        &self,
-        params: Map<String, Value>,
-    ) -> Result<Arc<dyn ChosenAlgorithm>, (String, String)>;
-    /// The algorithm with its default parameters.
-    fn defaults(&self) -> Arc<dyn ChosenAlgorithm>;
+    /// The algorithm with the parameters in `params` (the section without its name), and
+    /// those parameters written back; a parameter that does not parse is (its field, the
+    /// message).
+    fn choose(&self, params: Map<String, Value>) -> Read<dyn ChosenAlgorithm>;
+    /// Its edge rule with its default parameters.
+    fn default_edge_rule(&self) -> EdgeAggregation;
     /// Its reductions, their parameters as JSON.
     fn reductions(&self) -> Vec<Reduction<Map<String, Value>>>;
 }
 
-/// An algorithm with its parameters, their type erased.
-pub(super) trait ChosenAlgorithm: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn params(&self) -> Map<String, Value>;
+/// An algorithm with its parameters, their type erased: what [`AlgorithmChoice`] calls.
+pub trait ChosenAlgorithm: Send + Sync {
+    /// See [`Algorithm::check`].
     fn check(&self, setting: &Setting<'_>, problems: &mut Problems);
+    /// See [`Algorithm::edge_rule`].
     fn edge_rule(&self) -> EdgeAggregation;
+    /// See [`Algorithm::server`].
     fn server(&self, setting: &Setting<'_>, num_params: usize) -> Box<dyn Strategy>;
+    /// See [`Algorithm::client`].
     fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm>;
 }
 
 impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
-    fn name(&self) -> &'static str {
-        self.0.name()
+    fn choose(&self, params: Map<String, Value>) -> Read<dyn ChosenAlgorithm> {
+        let params = read_params::<A::Params>(params)?;
+        let written = params_as_map(self.0.name(), &params);
+        Ok((Arc::new(self.with(params)), written))
     }
 
-    fn paper(&self) -> &'static str {
-        self.0.paper()
-    }
-
-    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
-        self.0.param_docs()
-    }
-
-    fn choose(
-        &self,
-        params: Map<String, Value>,
-    ) -> Result<Arc<dyn ChosenAlgorithm>, (String, String)> {
-        Ok(Arc::new(self.with(read_params::<A::Params>(params)?)))
-    }
-
-    fn defaults(&self) -> Arc<dyn ChosenAlgorithm> {
-        Arc::new(self.with(A::Params::default()))
+    fn default_edge_rule(&self) -> EdgeAggregation {
+        self.0.edge_rule(&A::Params::default())
     }
 
     fn reductions(&self) -> Vec<Reduction<Map<String, Value>>> {
@@ -154,7 +108,7 @@ impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
             .reductions()
             .into_iter()
             .map(|reduction| Reduction {
-                params: self.with(reduction.params).params(),
+                params: params_as_map(self.0.name(), &reduction.params),
                 equals: reduction.equals,
                 equal_clients: reduction.equal_clients,
                 first_round_only: reduction.first_round_only,
@@ -164,14 +118,6 @@ impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
 }
 
 impl<A: Algorithm> ChosenAlgorithm for WithParams<A, A::Params> {
-    fn name(&self) -> &'static str {
-        self.component.name()
-    }
-
-    fn params(&self) -> Map<String, Value> {
-        params_as_map(self.name(), &self.params)
-    }
-
     fn check(&self, setting: &Setting<'_>, problems: &mut Problems) {
         self.component.check(&self.params, setting, problems);
     }
@@ -196,10 +142,10 @@ mod tests {
     #[test]
     fn every_documented_parameter_exists() {
         for registered in &Registry::builtin().algorithms {
-            let entry = &registered.component;
-            let params = entry.defaults().params();
-            for (name, _) in entry.param_docs() {
-                assert!(params.contains_key(*name), "{}.{name}", entry.name());
+            let listing = &registered.listing;
+            let params = listing.defaults.clone().unwrap_or_default();
+            for (name, _) in listing.param_docs {
+                assert!(params.contains_key(*name), "{}.{name}", listing.name);
             }
         }
     }

@@ -2,14 +2,23 @@
 //! each: what a plug-in does in its own crate.
 
 use super::{RegistryBuilder, RegistryError};
+use crate::data::cifar::Cifar10Data;
+use crate::data::leaf::LeafTask;
+use crate::data::mnist::{FASHION_MNIST, MNIST};
+use crate::data::numpy::NumpyData;
+use crate::data::partitioner::{
+    DirichletSplit, FileSplit, IidSplit, LabelsSplit, NaturalSplit, QuantitySplit, ShardsSplit,
+};
+use crate::data::synthetic::SyntheticData;
+use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
     FedAdagrad, FedAdam, FedAvg, FedAvgM, FedDyn, FedNova, FedProx, FedYogi, Krum, Median, QFfl,
     Scaffold, TrimmedMean,
 };
 
-/// Registers the built-in algorithms and models, in the order `fedsim strategies` and
-/// `fedsim models` list them.
+/// Registers the built-in algorithms, models, data sets and partition schemes, in the order
+/// `fedsim strategies`, `fedsim models`, `fedsim datasets` and `fedsim schemes` list them.
 pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryError> {
     registry
         .algorithm(FedAvg)?
@@ -32,5 +41,23 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .model(CifarCnnModel)?
         .model(ResnetModel)?
         .model(LstmModel)?;
+    registry
+        .data_set(&MNIST)?
+        .data_set(&FASHION_MNIST)?
+        .data_set(Cifar10Data)?
+        .data_set(SyntheticData)?
+        .data_set(BreastCancerData)?
+        .data_set(CsvData)?
+        .data_set(NumpyData)?
+        .data_set(LeafTask::Femnist)?
+        .data_set(LeafTask::Shakespeare)?;
+    registry
+        .partitioner(IidSplit)?
+        .partitioner(DirichletSplit)?
+        .partitioner(ShardsSplit)?
+        .partitioner(LabelsSplit)?
+        .partitioner(QuantitySplit)?
+        .partitioner(NaturalSplit)?
+        .partitioner(FileSplit)?;
     Ok(())
 }

@@ -15,28 +15,37 @@
 
 mod algorithm;
 mod builtins;
+mod component;
+mod data;
 mod model;
 mod params;
+mod partition;
 
 pub use algorithm::{AlgorithmChoice, AlgorithmInfo};
-pub use model::{ModelChoice, ModelInfo};
+pub use component::{Choice, ComponentInfo};
+pub use data::DataChoice;
+pub use model::ModelChoice;
 pub use params::ParamInfo;
+pub use partition::PartitionChoice;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::check::Problems;
 use crate::config::{
-    Catalogue, ConfigError, ExperimentConfig, FieldError, ModelConfig, SchedulerMode,
-    StrategyConfig, TopologyConfig,
+    Catalogue, ConfigError, DataConfig, ExperimentConfig, FieldError, ModelConfig, PartitionConfig,
+    SchedulerMode, StrategyConfig, TopologyConfig,
 };
-use crate::data::SampleKind;
+use crate::data::{DataContext, DataSource, Partitioner, SampleKind, SplitContext};
 use crate::model::Architecture;
 use crate::strategy::{Algorithm, EdgeAggregation, Setting};
 use algorithm::AlgorithmEntry;
+use component::Listing;
+use data::DataEntry;
 use model::ModelEntry;
+use partition::PartitionerEntry;
 
 /// The crate that registers a component, and its version: recorded in a run's manifest, so
 /// that a run says which plug-ins made it. [`origin!`](crate::origin) gives the calling
@@ -117,11 +126,14 @@ pub enum RegistryError {
 pub struct Registry {
     algorithms: Vec<Registered<dyn AlgorithmEntry>>,
     models: Vec<Registered<dyn ModelEntry>>,
+    data_sets: Vec<Registered<dyn DataEntry>>,
+    partitioners: Vec<Registered<dyn PartitionerEntry>>,
 }
 
-/// A component and the crate that registered it.
+/// A component, what the registry lists of it, and the crate that registered it.
 struct Registered<T: ?Sized> {
     component: Arc<T>,
+    listing: Listing,
     origin: Origin,
 }
 
@@ -129,6 +141,7 @@ impl<T: ?Sized> Clone for Registered<T> {
     fn clone(&self) -> Self {
         Self {
             component: self.component.clone(),
+            listing: self.listing.clone(),
             origin: self.origin.clone(),
         }
     }
@@ -136,12 +149,82 @@ impl<T: ?Sized> Clone for Registered<T> {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let algorithms: Vec<&str> = self.algorithms.iter().map(|a| a.component.name()).collect();
-        let models: Vec<&str> = self.models.iter().map(|m| m.component.name()).collect();
+        fn names<T: ?Sized>(list: &[Registered<T>]) -> Vec<&str> {
+            list.iter().map(|r| r.listing.name).collect()
+        }
         f.debug_struct("Registry")
-            .field("algorithms", &algorithms)
-            .field("models", &models)
+            .field("algorithms", &names(&self.algorithms))
+            .field("models", &names(&self.models))
+            .field("data_sets", &names(&self.data_sets))
+            .field("schemes", &names(&self.partitioners))
             .finish()
+    }
+}
+
+/// The component registered in `list` as `name`.
+fn find<'a, T: ?Sized>(list: &'a [Registered<T>], name: &str) -> Option<&'a Registered<T>> {
+    list.iter().find(|r| r.listing.name == name)
+}
+
+/// A section of the experiment file that names a registered component.
+struct Section {
+    /// Its name in the file (`strategy`).
+    name: &'static str,
+    /// The field that names the component (`name`).
+    key: &'static str,
+    /// The command that lists the components it can name (`fedsim strategies`).
+    listing: &'static str,
+}
+
+const STRATEGY: Section = Section {
+    name: "strategy",
+    key: "name",
+    listing: "strategies",
+};
+const MODEL: Section = Section {
+    name: "model",
+    key: "name",
+    listing: "models",
+};
+const DATA: Section = Section {
+    name: "data",
+    key: "dataset",
+    listing: "datasets",
+};
+const PARTITION: Section = Section {
+    name: "partition",
+    key: "scheme",
+    listing: "schemes",
+};
+
+/// The component of `list` that `name`, given in `section`, names, with its parameters read
+/// by `read`; or the problem, with its whole path, of a name nothing registered or of a
+/// parameter that does not parse.
+fn read_choice<T: ?Sized, C: ?Sized>(
+    list: &[Registered<T>],
+    section: &Section,
+    name: &str,
+    read: impl FnOnce(&T) -> params::Read<C>,
+) -> Result<Choice<C>, Vec<(String, String)>> {
+    let Some(registered) = find(list, name) else {
+        let names = list.iter().map(|r| r.listing.name);
+        return Err(unknown(section, name, names));
+    };
+    let (chosen, params) =
+        read(&registered.component).map_err(|error| unreadable(section, error))?;
+    Ok(Choice::new(chosen, params, registered))
+}
+
+/// `choice` if `problems`, found in `section`, are none, else them with their whole paths.
+fn checked<T>(
+    choice: T,
+    problems: Problems,
+    section: &Section,
+) -> Result<T, Vec<(String, String)>> {
+    if problems.is_empty() {
+        Ok(choice)
+    } else {
+        Err(problems.within(section.name))
     }
 }
 
@@ -158,7 +241,7 @@ impl Registry {
 
     /// The algorithm registered as `name`.
     pub fn algorithm(&self, name: &str) -> Option<AlgorithmInfo> {
-        self.find_algorithm(name).map(AlgorithmInfo::of)
+        find(&self.algorithms, name).map(AlgorithmInfo::of)
     }
 
     /// Every algorithm, in registration order.
@@ -167,122 +250,219 @@ impl Registry {
     }
 
     /// The algorithm `section` names, with its parameters read, defaults filled in and
-    /// checked against `setting`. Errors are (field under `strategy`, message).
+    /// checked against `setting`. Errors are (field path, as `strategy.mu`, message).
     pub fn choose_algorithm(
         &self,
         section: &StrategyConfig,
         setting: &Setting<'_>,
     ) -> Result<AlgorithmChoice, Vec<(String, String)>> {
-        let Some(registered) = self.find_algorithm(&section.name) else {
-            let names = self.algorithms.iter().map(|a| a.component.name());
-            return Err(vec![unknown(&section.name, names, "strategies")]);
-        };
-        let choice = registered
-            .component
-            .choose(section.params.clone())
-            .map_err(|error| vec![error])?;
+        let choice = read_choice(&self.algorithms, &STRATEGY, &section.name, |entry| {
+            entry.choose(section.params.clone())
+        })?;
         let mut problems = Problems::new();
         choice.check(setting, &mut problems);
-        if problems.is_empty() {
-            Ok(AlgorithmChoice::new(choice, registered.origin.clone()))
-        } else {
-            Err(problems.into_vec())
-        }
-    }
-
-    fn find_algorithm(&self, name: &str) -> Option<&Registered<dyn AlgorithmEntry>> {
-        self.algorithms.iter().find(|a| a.component.name() == name)
+        checked(choice, problems, &STRATEGY)
     }
 
     /// The architecture registered as `name`.
-    pub fn model(&self, name: &str) -> Option<ModelInfo> {
-        self.find_model(name).map(ModelInfo::of)
+    pub fn model(&self, name: &str) -> Option<ComponentInfo> {
+        find(&self.models, name).map(ComponentInfo::of)
     }
 
     /// Every architecture, in registration order.
-    pub fn models(&self) -> Vec<ModelInfo> {
-        self.models.iter().map(ModelInfo::of).collect()
+    pub fn models(&self) -> Vec<ComponentInfo> {
+        self.models.iter().map(ComponentInfo::of).collect()
     }
 
     /// The architecture `section` names, with its hyperparameters read, defaults filled in and
-    /// checked, for samples of `sample` where they are known. Errors are (field under `model`,
-    /// message).
+    /// checked, for samples of `sample` where they are known. Errors are (field path, as
+    /// `model.hidden`, message).
     pub fn choose_model(
         &self,
         section: &ModelConfig,
         sample: Option<SampleKind>,
     ) -> Result<ModelChoice, Vec<(String, String)>> {
-        let Some(registered) = self.find_model(&section.name) else {
-            let names = self.models.iter().map(|m| m.component.name());
-            return Err(vec![unknown(&section.name, names, "models")]);
+        let choice = read_choice(&self.models, &MODEL, &section.name, |entry| {
+            entry.choose(section.params.clone())
+        })?;
+        let fitting = |sample| -> Vec<&str> {
+            let takes = self.models.iter().filter(|m| m.component.takes(sample));
+            takes.map(|m| m.listing.name).collect()
         };
-        let chosen = registered
-            .component
-            .choose(section.params.clone())
-            .map_err(|error| vec![error])?;
-        let choice = ModelChoice::new(chosen, registered.origin.clone());
-        let fitting: Vec<&str> = match sample {
-            Some(sample) => self
-                .models
-                .iter()
-                .filter(|m| m.component.takes(sample))
-                .map(|m| m.component.name())
-                .collect(),
-            None => Vec::new(),
-        };
-        let problems = choice.problems(sample, &fitting);
-        if problems.is_empty() {
-            Ok(choice)
-        } else {
-            Err(problems)
-        }
+        let problems = choice.problems(sample, fitting);
+        checked(choice, problems, &MODEL)
     }
 
-    fn find_model(&self, name: &str) -> Option<&Registered<dyn ModelEntry>> {
-        self.models.iter().find(|m| m.component.name() == name)
+    /// The data set registered as `name`.
+    pub fn data_set(&self, name: &str) -> Option<ComponentInfo> {
+        find(&self.data_sets, name).map(ComponentInfo::of)
+    }
+
+    /// Every data set, in registration order.
+    pub fn data_sets(&self) -> Vec<ComponentInfo> {
+        self.data_sets.iter().map(ComponentInfo::of).collect()
+    }
+
+    /// The data set `section` names, with its parameters read, defaults filled in, paths made
+    /// relative to `folder` where one is given, and checked for the federation `context`
+    /// describes. Errors are (field path, as `data.dir`, message).
+    pub fn choose_data(
+        &self,
+        section: &DataConfig,
+        folder: Option<&Path>,
+        context: &DataContext,
+    ) -> Result<DataChoice, Vec<(String, String)>> {
+        let choice = read_choice(&self.data_sets, &DATA, &section.dataset, |entry| {
+            entry.choose(section.params.clone(), folder)
+        })?;
+        let mut problems = Problems::new();
+        choice.check(context, &mut problems);
+        checked(choice, problems, &DATA)
+    }
+
+    /// The partition scheme registered as `name`.
+    pub fn scheme(&self, name: &str) -> Option<ComponentInfo> {
+        find(&self.partitioners, name).map(ComponentInfo::of)
+    }
+
+    /// Every partition scheme, in registration order.
+    pub fn schemes(&self) -> Vec<ComponentInfo> {
+        self.partitioners.iter().map(ComponentInfo::of).collect()
+    }
+
+    /// The scheme `section` names, with its parameters read, defaults filled in, paths made
+    /// relative to `folder` where one is given, and checked for the experiment `context`
+    /// describes. Errors are (field path, as `partition.alpha`, message).
+    pub fn choose_partition(
+        &self,
+        section: &PartitionConfig,
+        folder: Option<&Path>,
+        context: &SplitContext<'_>,
+    ) -> Result<PartitionChoice, Vec<(String, String)>> {
+        let name = &section.scheme;
+        let choice = read_choice(&self.partitioners, &PARTITION, name, |entry| {
+            entry.choose(section.params.clone(), folder)
+        })?;
+        let mut problems = Problems::new();
+        if section.seed.is_some() && !choice.draws() {
+            problems.add(
+                "seed",
+                format!("does not apply to scheme {name:?}, which draws nothing"),
+            );
+        }
+        choice.check(context, &mut problems);
+        checked(choice, problems, &PARTITION)
+    }
+
+    /// The partition as one short value, as reports label it: `dirichlet(0.5)`, `labels(2)`,
+    /// `iid`; each scheme says how its parameters show, and the seed follows where set. A
+    /// scheme this registry does not know shows every parameter by name.
+    pub fn partition_label(&self, section: &PartitionConfig) -> String {
+        let shown = find(&self.partitioners, &section.scheme).and_then(|registered| {
+            let (chosen, _) = registered
+                .component
+                .choose(section.params.clone(), None)
+                .ok()?;
+            Some(chosen.label())
+        });
+        section.label(shown.unwrap_or_else(|| {
+            let fields = section.params.iter();
+            fields
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect()
+        }))
     }
 }
 
-/// The message for a `name` nothing registered among `names`, worded as serde words an
-/// unknown variant, so that the nearest name is suggested alike; `listing` is the command
-/// that lists them (`fedsim strategies`).
+/// The problem of a `name`, given in `section`, that nothing registered among `names`,
+/// worded as serde words an unknown variant, so that the nearest name is suggested alike.
 fn unknown<'a>(
+    section: &Section,
     name: &str,
     names: impl Iterator<Item = &'a str>,
-    listing: &str,
-) -> (String, String) {
+) -> Vec<(String, String)> {
     let names: Vec<String> = names.map(|name| format!("`{name}`")).collect();
     let message = format!(
-        "unknown variant `{name}`, expected one of {} (`fedsim {listing}` lists them)",
-        names.join(", ")
+        "unknown variant `{name}`, expected one of {} (`fedsim {}` lists them)",
+        names.join(", "),
+        section.listing
     );
-    ("name".to_string(), crate::config::explain(&message))
+    let path = format!("{}.{}", section.name, section.key);
+    vec![(path, crate::config::explain(&message))]
+}
+
+/// The problem of a section's parameter that does not parse, given as (field, message).
+fn unreadable(section: &Section, (field, message): (String, String)) -> Vec<(String, String)> {
+    let mut problems = Problems::new();
+    problems.add(field, message);
+    problems.within(section.name)
 }
 
 impl Catalogue for Registry {
-    /// Reads the `strategy` section (its algorithm's parameters, defaults filled in, checked
-    /// alone, with the rest of the experiment, and against the topology) and the `model`
-    /// section (its architecture's hyperparameters, checked against the data set's samples
-    /// where they are known before its files are read).
-    fn resolve(&self, config: &mut ExperimentConfig) -> Vec<(String, String)> {
+    /// Reads the `data` section (its data set's parameters, checked with the federation), the
+    /// `partition` section (its scheme's, checked against the data set), the `model` section
+    /// (its architecture's, checked against the data set's samples where they are known
+    /// before its files are read) and the `strategy` section (its algorithm's, checked alone,
+    /// with the rest of the experiment and against the topology).
+    fn resolve(&self, config: &mut ExperimentConfig, folder: &Path) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        let context = data_context(config);
+        let data = match self.choose_data(&config.data, Some(folder), &context) {
+            Ok(choice) => {
+                config.data.params = choice.params().clone();
+                Some(choice)
+            }
+            Err(found) => {
+                problems.extend(found);
+                None
+            }
+        };
+        // A partition is checked against the data set only once the data set is known.
+        if let Some(data) = &data {
+            let split = split_context(config, data);
+            match self.choose_partition(&config.partition, Some(folder), &split) {
+                Ok(choice) => config.partition.params = choice.params().clone(),
+                Err(found) => problems.extend(found),
+            }
+        }
+        let sample = data.as_ref().and_then(DataChoice::sample_kind);
+        match self.choose_model(&config.model, sample) {
+            Ok(choice) => config.model.params = choice.params().clone(),
+            Err(found) => problems.extend(found),
+        }
         let setting = Setting {
             client: &config.client,
             federation: &config.federation,
         };
-        let mut problems = match self.choose_algorithm(&config.strategy, &setting) {
+        match self.choose_algorithm(&config.strategy, &setting) {
             Ok(choice) => {
-                config.strategy.params = choice.params();
-                edge_problem(&choice, &config.topology)
-                    .into_iter()
-                    .collect()
+                config.strategy.params = choice.params().clone();
+                problems.extend(edge_problem(&choice, &config.topology));
             }
-            Err(problems) => within_section("strategy", problems),
-        };
-        match self.choose_model(&config.model, config.data.sample_kind()) {
-            Ok(choice) => config.model.params = choice.params(),
-            Err(found) => problems.extend(within_section("model", found)),
+            Err(found) => problems.extend(found),
         }
         problems
+    }
+}
+
+/// What the data set of `config` may depend on besides its parameters.
+pub(crate) fn data_context(config: &ExperimentConfig) -> DataContext {
+    DataContext {
+        num_clients: config.federation.num_clients,
+        seed: config.seed,
+        split_seed: config.partition.seed_or(config.seed),
+    }
+}
+
+/// What the partition of `config` is checked against, its data set `data`.
+pub(crate) fn split_context<'a>(
+    config: &ExperimentConfig,
+    data: &'a DataChoice,
+) -> SplitContext<'a> {
+    SplitContext {
+        num_clients: config.federation.num_clients,
+        data_set: data.name(),
+        natural_clients: data.has_natural_clients(),
     }
 }
 
@@ -295,34 +475,22 @@ impl Registry {
             federation: &config.federation,
         };
         self.choose_algorithm(&config.strategy, &setting)
-            .map_err(|problems| ConfigError::Invalid {
-                path: PathBuf::new(),
-                errors: within_section("strategy", problems)
-                    .into_iter()
-                    .map(|(path, message)| FieldError {
-                        path,
-                        message,
-                        set_by: None,
-                    })
-                    .collect(),
-            })
+            .map_err(invalid_in_code)
     }
 }
 
-/// Problems of a section's fields, their paths made whole (`mu` in `strategy`).
-fn within_section(section: &str, problems: Vec<(String, String)>) -> Vec<(String, String)> {
-    problems
-        .into_iter()
-        .map(|(field, message)| (within(section, &field), message))
-        .collect()
-}
-
-/// `section.field`, or `section` for the section as a whole.
-fn within(section: &str, field: &str) -> String {
-    if field.is_empty() {
-        section.to_string()
-    } else {
-        format!("{section}.{field}")
+/// The problems of an experiment built in code, as the error of one read from a file.
+pub(crate) fn invalid_in_code(problems: Vec<(String, String)>) -> ConfigError {
+    ConfigError::Invalid {
+        path: PathBuf::new(),
+        errors: problems
+            .into_iter()
+            .map(|(path, message)| FieldError {
+                path,
+                message,
+                set_by: None,
+            })
+            .collect(),
     }
 }
 
@@ -383,24 +551,81 @@ impl RegistryBuilder {
     }
 
     /// Registers an algorithm under its [`Algorithm::name`].
-    pub fn algorithm(&mut self, algorithm: impl Algorithm) -> Result<&mut Self, RegistryError> {
-        let name = algorithm.name();
-        let taken = self.registry.find_algorithm(name).map(|a| &a.origin);
-        let origin = self.check_name("algorithm", name, taken)?;
-        self.registry.algorithms.push(Registered {
-            component: Arc::new(params::Plugged(Arc::new(algorithm))),
-            origin,
-        });
-        Ok(self)
+    pub fn algorithm<A: Algorithm>(&mut self, algorithm: A) -> Result<&mut Self, RegistryError> {
+        let listing = Listing {
+            name: algorithm.name(),
+            about: algorithm.paper(),
+            param_docs: algorithm.param_docs(),
+            defaults: Some(params::params_as_map(
+                algorithm.name(),
+                &A::Params::default(),
+            )),
+        };
+        let component: Arc<dyn AlgorithmEntry> = Arc::new(params::Plugged(Arc::new(algorithm)));
+        self.add("algorithm", component, listing, |r| &mut r.algorithms)
     }
 
     /// Registers a model architecture under its [`Architecture::name`].
-    pub fn model(&mut self, architecture: impl Architecture) -> Result<&mut Self, RegistryError> {
-        let name = architecture.name();
-        let taken = self.registry.find_model(name).map(|m| &m.origin);
-        let origin = self.check_name("model", name, taken)?;
-        self.registry.models.push(Registered {
-            component: Arc::new(params::Plugged(Arc::new(architecture))),
+    pub fn model<A: Architecture>(&mut self, architecture: A) -> Result<&mut Self, RegistryError> {
+        let listing = Listing {
+            name: architecture.name(),
+            about: architecture.about(),
+            param_docs: architecture.param_docs(),
+            defaults: Some(params::params_as_map(
+                architecture.name(),
+                &A::Params::default(),
+            )),
+        };
+        let component: Arc<dyn ModelEntry> = Arc::new(params::Plugged(Arc::new(architecture)));
+        self.add("model", component, listing, |r| &mut r.models)
+    }
+
+    /// Registers a data set under its [`DataSource::name`].
+    pub fn data_set<D: DataSource>(&mut self, data_set: D) -> Result<&mut Self, RegistryError> {
+        let listing = Listing {
+            name: data_set.name(),
+            about: data_set.about(),
+            param_docs: data_set.param_docs(),
+            defaults: params::defaults_of::<D::Params>(data_set.name()),
+        };
+        let component: Arc<dyn DataEntry> = Arc::new(params::Plugged(Arc::new(data_set)));
+        self.add("data set", component, listing, |r| &mut r.data_sets)
+    }
+
+    /// Registers a partition scheme under its [`Partitioner::name`].
+    pub fn partitioner<P: Partitioner>(
+        &mut self,
+        partitioner: P,
+    ) -> Result<&mut Self, RegistryError> {
+        let listing = Listing {
+            name: partitioner.name(),
+            about: partitioner.about(),
+            param_docs: partitioner.param_docs(),
+            defaults: params::defaults_of::<P::Params>(partitioner.name()),
+        };
+        let component: Arc<dyn PartitionerEntry> = Arc::new(params::Plugged(Arc::new(partitioner)));
+        self.add("partition scheme", component, listing, |r| {
+            &mut r.partitioners
+        })
+    }
+
+    /// Adds `component`, a `kind` of component listed as `listing`, to the list `list` picks
+    /// out, if its name is well formed and not taken there.
+    fn add<T: ?Sized>(
+        &mut self,
+        kind: &'static str,
+        component: Arc<T>,
+        listing: Listing,
+        list: impl FnOnce(&mut Registry) -> &mut Vec<Registered<T>>,
+    ) -> Result<&mut Self, RegistryError> {
+        let name = listing.name;
+        let origin = self.origin.clone();
+        let list = list(&mut self.registry);
+        let taken = find(list, name).map(|r| &r.origin);
+        let origin = check_name(origin, kind, name, taken)?;
+        list.push(Registered {
+            component,
+            listing,
             origin,
         });
         Ok(self)
@@ -410,38 +635,38 @@ impl RegistryBuilder {
     pub fn build(self) -> Registry {
         self.registry
     }
+}
 
-    /// The origin to register `name` under, if the name is well formed and not `taken` (by
-    /// the crate of that origin).
-    fn check_name(
-        &self,
-        kind: &'static str,
-        name: &str,
-        taken: Option<&Origin>,
-    ) -> Result<Origin, RegistryError> {
-        let well_formed = name.starts_with(|c: char| c.is_ascii_lowercase())
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-".contains(c));
-        if !well_formed {
-            return Err(RegistryError::BadName {
-                kind,
-                name: name.to_string(),
-            });
-        }
-        if let Some(taken) = taken {
-            return Err(RegistryError::Duplicate {
-                kind,
-                name: name.to_string(),
-                by: taken.crate_name.clone(),
-                version: taken.version.clone(),
-            });
-        }
-        self.origin.clone().ok_or_else(|| RegistryError::NoOrigin {
+/// The origin to register `name` under (the builder's, `origin`), if the name is well formed
+/// and not `taken` (by the crate of that origin).
+fn check_name(
+    origin: Option<Origin>,
+    kind: &'static str,
+    name: &str,
+    taken: Option<&Origin>,
+) -> Result<Origin, RegistryError> {
+    let well_formed = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-".contains(c));
+    if !well_formed {
+        return Err(RegistryError::BadName {
             kind,
             name: name.to_string(),
-        })
+        });
     }
+    if let Some(taken) = taken {
+        return Err(RegistryError::Duplicate {
+            kind,
+            name: name.to_string(),
+            by: taken.crate_name.clone(),
+            version: taken.version.clone(),
+        });
+    }
+    origin.ok_or_else(|| RegistryError::NoOrigin {
+        kind,
+        name: name.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -553,13 +778,17 @@ mod tests {
         for (text, field, expected) in [
             (
                 r#"{"name": "fedadam", "beta3": 1}"#,
-                "beta3",
+                "strategy.beta3",
                 "unknown field `beta3`",
             ),
-            (r#"{"name": "fedavg", "mu": 1}"#, "mu", "unknown field `mu`"),
+            (
+                r#"{"name": "fedavg", "mu": 1}"#,
+                "strategy.mu",
+                "unknown field `mu`",
+            ),
             (
                 r#"{"name": "fedprox", "mu": "a"}"#,
-                "mu",
+                "strategy.mu",
                 "invalid type: string",
             ),
         ] {
@@ -590,14 +819,14 @@ mod tests {
         let section: ModelConfig = serde_json::from_str(r#""resnet""#).unwrap();
         let choice = registry.choose_model(&section, None).unwrap();
         assert_eq!(
-            serde_json::Value::Object(choice.params()),
+            serde_json::Value::Object(choice.params().clone()),
             serde_json::json!({"depth": 20, "groups": 2})
         );
         let errors = registry
             .choose_model(&ModelConfig::named("cnnn"), None)
             .err()
             .unwrap();
-        assert_eq!(errors[0].0, "name");
+        assert_eq!(errors[0].0, "model.name");
         assert!(
             errors[0].1.contains("(`fedsim models` lists them)")
                 && errors[0].1.ends_with("did you mean \"cnn\"?"),
@@ -612,18 +841,158 @@ mod tests {
         assert_eq!(
             errors,
             [(
-                "name".to_string(),
+                "model.name".to_string(),
                 "\"cnn\" cannot take sequences of characters; use \"lstm\"".to_string()
             )]
         );
         let section: ModelConfig =
             serde_json::from_str(r#"{"name": "mlp", "hidden": [10, 0], "depth": 3}"#).unwrap();
         let errors = registry.choose_model(&section, None).err().unwrap();
-        assert_eq!(errors[0].0, "depth");
+        assert_eq!(errors[0].0, "model.depth");
         let section: ModelConfig =
             serde_json::from_str(r#"{"name": "mlp", "hidden": [10, 0]}"#).unwrap();
         let errors = registry.choose_model(&section, None).err().unwrap();
-        assert_eq!(errors[0].0, "hidden[1]");
+        assert_eq!(errors[0].0, "model.hidden[1]");
+    }
+
+    /// A plug-in scheme: sample `i` to client `i mod n`.
+    struct RoundRobin;
+
+    impl Partitioner for RoundRobin {
+        type Params = crate::strategy::NoParams;
+
+        fn name(&self) -> &'static str {
+            "round-robin"
+        }
+
+        fn about(&self) -> &'static str {
+            "sample i to client i mod n"
+        }
+
+        fn draws(&self) -> bool {
+            false
+        }
+
+        fn split(
+            &self,
+            _: &Self::Params,
+            input: &crate::data::SplitInput<'_>,
+            _: &mut rand_chacha::ChaCha12Rng,
+        ) -> Result<crate::data::ClientSplit, crate::data::partition::PartitionError> {
+            let mut clients = vec![Vec::new(); input.num_clients];
+            for i in 0..input.labels.len() {
+                clients[i % input.num_clients].push(i);
+            }
+            Ok(crate::data::partition::Partition { clients }.into())
+        }
+    }
+
+    #[test]
+    fn data_sets_and_schemes_are_registered_chosen_and_used_as_the_builtins_are() {
+        let mut builder = Registry::builder().with_builtins();
+        builder.origin(Origin::new("mine", "0.1.0"));
+        let error = builder
+            .data_set(crate::data::tabular::CsvData)
+            .err()
+            .unwrap();
+        assert!(
+            error
+                .to_string()
+                .starts_with("the data set \"csv\" is registered already (by fedsim "),
+            "{error}"
+        );
+        let error = builder
+            .partitioner(crate::data::partitioner::IidSplit)
+            .err();
+        assert!(matches!(error, Some(RegistryError::Duplicate { .. })));
+        builder.partitioner(RoundRobin).unwrap();
+        let registry = builder.build();
+        let schemes: Vec<&str> = registry.schemes().iter().map(|s| s.name).collect();
+        assert_eq!(
+            schemes,
+            [
+                "iid",
+                "dirichlet",
+                "shards",
+                "labels",
+                "quantity",
+                "natural",
+                "file",
+                "round-robin"
+            ]
+        );
+        let data_sets: Vec<&str> = registry.data_sets().iter().map(|d| d.name).collect();
+        assert_eq!(data_sets[..2], ["mnist", "fashion-mnist"]);
+        let experiment = |partition: serde_json::Value| {
+            let value = serde_json::json!({
+                "name": "t", "data": {"dataset": "breast-cancer"}, "partition": partition,
+                "model": "logistic",
+                "federation": {"num_clients": 3, "clients_per_round": 3, "rounds": 1},
+                "client": {"lr": 0.1}
+            });
+            ExperimentConfig::from_value(value, Path::new("t.json"), &registry)
+        };
+        let config = experiment(serde_json::json!({"scheme": "round-robin"})).unwrap();
+        let prepared = crate::Experiment::prepare(config, &registry).unwrap();
+        let clients = &prepared.partition().clients;
+        assert_eq!((clients[0][..2].to_vec(), clients[2][0]), (vec![0, 3], 2));
+        assert_eq!(
+            registry.partition_label(&prepared.config().partition),
+            "round-robin"
+        );
+        // Its rules are the registry's: it draws nothing, so it takes no seed, and it has no
+        // parameters.
+        for (partition, expected) in [
+            (
+                serde_json::json!({"scheme": "round-robin", "seed": 3}),
+                "partition.seed: does not apply to scheme \"round-robin\"",
+            ),
+            (
+                serde_json::json!({"scheme": "round-robin", "k": 3}),
+                "partition.k: unknown field `k`",
+            ),
+            (
+                serde_json::json!({"scheme": "round-robn"}),
+                "did you mean \"round-robin\"?",
+            ),
+        ] {
+            let error = experiment(partition).unwrap_err().to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_partition_reads_as_its_scheme_with_its_parameters() {
+        let registry = Registry::builtin();
+        let shown = |value| {
+            let section: PartitionConfig = serde_json::from_value(value).unwrap();
+            registry.partition_label(&section)
+        };
+        use serde_json::json;
+        assert_eq!(shown(json!({"scheme": "iid"})), "iid");
+        assert_eq!(
+            shown(json!({"scheme": "dirichlet", "alpha": 0.5, "min_size": 10})),
+            "dirichlet(0.5)"
+        );
+        assert_eq!(
+            shown(json!({"scheme": "dirichlet", "alpha": 1, "min_size": 20, "seed": 7})),
+            "dirichlet(1.0, min_size=20, seed=7)"
+        );
+        assert_eq!(
+            shown(json!({"scheme": "labels", "labels_per_client": 1})),
+            "labels(1)"
+        );
+        assert_eq!(
+            shown(json!({"scheme": "shards", "num_shards": 200})),
+            "shards(200)"
+        );
+        assert_eq!(
+            shown(json!({"scheme": "quantity", "sigma": 0.5})),
+            "quantity(0.5)"
+        );
+        assert_eq!(shown(json!({"scheme": "natural"})), "natural");
+        assert_eq!(shown(json!({"file": "p.json"})), "file(p.json)");
+        assert_eq!(shown(json!({"scheme": "theirs", "k": 2})), "theirs(k=2)");
     }
 
     #[test]
@@ -637,7 +1006,7 @@ mod tests {
         };
         let errors = registry.choose_algorithm(&section, &setting).err().unwrap();
         assert_eq!(errors.len(), 1);
-        assert_eq!(errors[0].0, "name");
+        assert_eq!(errors[0].0, "strategy.name");
         assert!(
             errors[0].1.ends_with("did you mean \"fedprox\"?"),
             "{}",

@@ -7,37 +7,38 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-/// One parameter as `fedsim strategies` and `fedsim models` list it.
+/// One parameter as `fedsim strategies`, `fedsim models`, `fedsim datasets` and `fedsim
+/// schemes` list it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamInfo {
     /// Its field name.
     pub name: String,
-    /// Its default, as JSON.
-    pub default: Value,
+    /// Its default, as JSON; `None` for a required parameter, or one whose default is to be
+    /// absent (a data set's `dir`).
+    pub default: Option<Value>,
     /// What it means.
     pub doc: &'static str,
 }
 
 impl ParamInfo {
-    /// The parameters of `defaults` in the order `docs` lists them, any undocumented one last.
+    /// The parameters `docs` lists, in its order, with their defaults where `defaults` has
+    /// them, then any undocumented one `defaults` has.
     pub(super) fn list(
-        mut defaults: Map<String, Value>,
+        defaults: Option<Map<String, Value>>,
         docs: &[(&str, &'static str)],
     ) -> Vec<ParamInfo> {
+        let mut defaults = defaults.unwrap_or_default();
         let mut params: Vec<ParamInfo> = docs
             .iter()
-            .filter_map(|&(name, doc)| {
-                let default = defaults.remove(name)?;
-                Some(ParamInfo {
-                    name: name.to_string(),
-                    default,
-                    doc,
-                })
+            .map(|&(name, doc)| ParamInfo {
+                name: name.to_string(),
+                default: defaults.remove(name),
+                doc,
             })
             .collect();
         params.extend(defaults.into_iter().map(|(name, default)| ParamInfo {
             name,
-            default,
+            default: Some(default),
             doc: "",
         }));
         params
@@ -57,6 +58,15 @@ pub(super) fn read_params<P: DeserializeOwned>(
     })
 }
 
+/// The parameters of type `P` when none is given, as the section's fields, if every one has a
+/// default; `name` is the component's, for messages.
+pub(super) fn defaults_of<P: DeserializeOwned + Serialize>(
+    name: &str,
+) -> Option<Map<String, Value>> {
+    let params = read_params::<P>(Map::new()).ok()?;
+    Some(params_as_map(name, &params))
+}
+
 /// Parameters as the section's fields beside the name of the component `name`.
 pub(super) fn params_as_map<P: Serialize>(name: &str, params: &P) -> Map<String, Value> {
     match serde_json::to_value(params) {
@@ -68,6 +78,10 @@ pub(super) fn params_as_map<P: Serialize>(name: &str, params: &P) -> Map<String,
         Err(error) => panic!("the parameters of {name:?} do not serialise: {error}"),
     }
 }
+
+/// A component of the erased kind `C` with its parameters read, and those parameters as the
+/// section holds them (defaults filled in); or the field that does not parse, with the message.
+pub(super) type Read<C> = Result<(Arc<C>, Map<String, Value>), (String, String)>;
 
 /// A component as the registry holds it.
 pub(super) struct Plugged<C>(pub(super) Arc<C>);

@@ -126,7 +126,7 @@ pub fn write_report(
         failed,
     } = runs::find(inputs)?;
     let run_count = found.len();
-    let configurations = runs::group(found);
+    let configurations = runs::group(found, registry);
     let failures: Vec<String> = failed.iter().map(ToString::to_string).collect();
     let rows: Vec<Row> = configurations
         .iter()
@@ -309,7 +309,7 @@ fn label_charts(
             continue;
         }
         seen.push(split);
-        let described = describe_partition(config);
+        let described = describe_partition(config, registry);
         let mut file = format!("labels-{}.svg", file_stem(&described));
         if charts.iter().any(|chart: &Chart| chart.file == file) {
             file = format!("labels-{}-{}.svg", file_stem(&described), seen.len());
@@ -342,13 +342,12 @@ fn label_charts(
 }
 
 /// `dirichlet(0.1); 100 clients; split seed 1`.
-fn describe_partition(config: &Value) -> String {
+fn describe_partition(config: &Value, registry: &Registry) -> String {
     let partition = match runs::partition_of(config) {
-        Some(partition) => PartitionConfig {
+        Some(partition) => registry.partition_label(&PartitionConfig {
             seed: None,
             ..partition
-        }
-        .to_string(),
+        }),
         None => config["partition"].to_string(),
     };
     let seed = config["partition"]

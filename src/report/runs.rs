@@ -11,6 +11,7 @@ use super::ReportError;
 use crate::config::PartitionConfig;
 use crate::output::RoundRecord;
 use crate::output::run_folder::Failure;
+use crate::registry::Registry;
 
 /// A finished run as its folder records it.
 #[derive(Debug, Clone)]
@@ -198,10 +199,11 @@ fn read(dir: &Path) -> Result<Run, ReportError> {
 
 /// Groups runs into configurations, in the order each configuration first appears, with
 /// each one's runs in seed order.
-pub fn group(runs: Vec<Run>) -> Vec<Configuration> {
+/// Partitions are labelled as `registry`'s schemes show them.
+pub fn group(runs: Vec<Run>, registry: &Registry) -> Vec<Configuration> {
     let mut groups: Vec<(BTreeMap<String, Value>, Vec<Run>)> = Vec::new();
     for run in runs {
-        let settings = settings(&run.config);
+        let settings = settings(&run.config, registry);
         match groups.iter_mut().find(|(s, _)| *s == settings) {
             Some((_, members)) => members.push(run),
             None => groups.push((settings, vec![run])),
@@ -241,7 +243,7 @@ fn labels(all: &[&BTreeMap<String, Value>]) -> Vec<Option<String>> {
 /// A config's leaf values by dotted path, without the fields in [`NOT_SETTINGS`]. The
 /// partition is one leaf, `partition`, valued as it reads (`dirichlet(0.5)`): a scheme and its
 /// parameters are one setting, not several.
-fn settings(config: &Value) -> BTreeMap<String, Value> {
+fn settings(config: &Value, registry: &Registry) -> BTreeMap<String, Value> {
     let mut leaves = BTreeMap::new();
     flatten(config, String::new(), &mut leaves);
     for path in NOT_SETTINGS {
@@ -249,7 +251,8 @@ fn settings(config: &Value) -> BTreeMap<String, Value> {
     }
     if let Some(partition) = partition_of(config) {
         leaves.retain(|path, _| !path.starts_with("partition."));
-        leaves.insert("partition".into(), Value::String(partition.to_string()));
+        let label = registry.partition_label(&partition);
+        leaves.insert("partition".into(), Value::String(label));
     }
     leaves
 }
@@ -366,6 +369,11 @@ fn name_of(config: &Value) -> &str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The runs grouped, partitions labelled by the built-in schemes.
+    fn group(runs: Vec<Run>) -> Vec<Configuration> {
+        super::group(runs, &Registry::builtin())
+    }
 
     fn run(config: Value) -> Run {
         Run {
