@@ -18,6 +18,7 @@ use rand::seq::index;
 use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
+use crate::config::check::{Problems, Validate};
 use crate::network::ClientId;
 use crate::seed::{Purpose, stream};
 
@@ -69,48 +70,6 @@ fn one() -> f64 {
 }
 
 impl ByzantineConfig {
-    /// The rules the section breaks for a federation of `num_clients`, as (field, message).
-    pub fn problems(&self, num_clients: usize) -> Vec<(String, String)> {
-        let mut problems = Vec::new();
-        match (&self.fraction, &self.clients) {
-            (Some(fraction), None) => {
-                if !(0.0..=1.0).contains(fraction) {
-                    problems.push((
-                        "byzantine.fraction".into(),
-                        format!("is {fraction}; must be in [0, 1]"),
-                    ));
-                }
-            }
-            (None, Some(clients)) => {
-                if let Some(bad) = clients.iter().find(|&&c| c >= num_clients) {
-                    problems.push((
-                        "byzantine.clients".into(),
-                        format!(
-                            "names client {bad}; client ids run from 0 to {}",
-                            num_clients.saturating_sub(1)
-                        ),
-                    ));
-                }
-            }
-            _ => problems.push((
-                "byzantine".into(),
-                "give exactly one of `fraction` and `clients`".into(),
-            )),
-        }
-        let factor = match self.attack {
-            Attack::SignFlip { scale } | Attack::Scale { scale } => Some(("scale", scale)),
-            Attack::Gaussian { std } => Some(("std", std)),
-            Attack::LabelFlip => None,
-        };
-        if let Some((field, value)) = factor.filter(|(_, v)| !(*v >= 0.0 && v.is_finite())) {
-            problems.push((
-                format!("byzantine.attack.{field}"),
-                format!("is {value}; must be at least 0"),
-            ));
-        }
-        problems
-    }
-
     /// The attacking clients, in id order: the list, or `round(fraction * num_clients)`
     /// clients drawn from the seed.
     pub fn attackers(&self, seed: u64, num_clients: usize) -> Vec<ClientId> {
@@ -163,6 +122,41 @@ impl Attack {
 fn move_along_change(global: &[f32], trained: &mut [f32], factor: f32) {
     for (y, &x) in trained.iter_mut().zip(global) {
         *y = x + factor * (*y - x);
+    }
+}
+
+impl Validate for ByzantineConfig {
+    /// `federation.num_clients`.
+    type Context<'a> = usize;
+
+    fn validate(&self, num_clients: usize, problems: &mut Problems) {
+        match (&self.fraction, &self.clients) {
+            (Some(fraction), None) => {
+                problems.require((0.0..=1.0).contains(fraction), "fraction", || {
+                    format!("is {fraction}; must be in [0, 1]")
+                });
+            }
+            (None, Some(clients)) => {
+                if let Some(bad) = clients.iter().find(|&&c| c >= num_clients) {
+                    problems.add(
+                        "clients",
+                        format!(
+                            "names client {bad}; client ids run from 0 to {}",
+                            num_clients.saturating_sub(1)
+                        ),
+                    );
+                }
+            }
+            _ => problems.add("", "give exactly one of `fraction` and `clients`"),
+        }
+        let factor = match self.attack {
+            Attack::SignFlip { scale } | Attack::Scale { scale } => Some(("scale", scale)),
+            Attack::Gaussian { std } => Some(("std", std)),
+            Attack::LabelFlip => None,
+        };
+        if let Some((field, value)) = factor {
+            problems.at("attack", |p| p.non_negative(field, value));
+        }
     }
 }
 

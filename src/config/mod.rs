@@ -11,23 +11,25 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod availability;
 pub mod check;
 mod hints;
+mod network;
 mod overrides;
 mod partition;
 mod placement;
 mod topology;
 mod work;
 
+use check::{Problems, Validate};
 pub(crate) use hints::explain;
 pub use overrides::Override;
 
+pub use availability::{AvailabilityConfig, FailurePolicy};
+pub use network::{ClientLinkOverride, ComputeConfig, NetworkConfig};
 pub use partition::PartitionConfig;
 pub use placement::{Placement, PlacementConfig};
-pub use topology::{
-    AvailabilityConfig, ClientLinkOverride, ComputeConfig, FailurePolicy, NetworkConfig,
-    SchedulerMode, TopologyConfig,
-};
+pub use topology::{SchedulerMode, TopologyConfig};
 pub use work::{LocalWork, Work, WorkPlan};
 
 use crate::backend::BackendKind;
@@ -471,14 +473,17 @@ impl ExperimentConfig {
         let folder = path.parent().unwrap_or(Path::new("."));
         // Absolute, so the resolved config written to the run folder works from anywhere.
         let folder = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
-        let mut errors = config.problems();
-        errors.extend(catalogue.resolve(&mut config, &folder).into_iter().map(
-            |(path, message)| FieldError {
+        let mut problems = config.problems();
+        problems.extend(catalogue.resolve(&mut config, &folder));
+        let errors: Vec<FieldError> = problems
+            .into_vec()
+            .into_iter()
+            .map(|(path, message)| FieldError {
                 path,
                 message,
                 set_by: None,
-            },
-        ));
+            })
+            .collect();
         if errors.is_empty() {
             Ok(config)
         } else {
@@ -491,167 +496,153 @@ impl ExperimentConfig {
 
     /// Every rule the parsed values break, with the field's path, but those of the sections
     /// that name registered components (which their [`Catalogue`] checks).
-    pub fn problems(&self) -> Vec<FieldError> {
-        let mut errors = Vec::new();
-        let mut check = |ok: bool, path: &str, message: String| {
-            if !ok {
-                errors.push(FieldError {
-                    path: path.to_string(),
-                    message,
-                    set_by: None,
-                });
-            }
-        };
+    pub fn problems(&self) -> Problems {
+        let mut problems = Problems::new();
+        self.validate((), &mut problems);
+        problems
+    }
+}
+
+impl Validate for ExperimentConfig {
+    type Context<'a> = ();
+
+    fn validate(&self, (): (), problems: &mut Problems) {
         let name_ok = !self.name.is_empty()
             && self
                 .name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-        check(
-            name_ok,
-            "name",
+        problems.require(name_ok, "name", || {
             format!(
                 "{:?} must be non-empty and use only letters, digits, '-', '_' and '.'",
                 self.name
-            ),
-        );
-        let fed = &self.federation;
-        check(
-            fed.num_clients >= 1,
-            "federation.num_clients",
-            "must be at least 1".into(),
-        );
-        check(
-            (1..=fed.num_clients).contains(&fed.clients_per_round),
-            "federation.clients_per_round",
-            format!(
-                "is {}; must be between 1 and federation.num_clients ({})",
-                fed.clients_per_round, fed.num_clients
-            ),
-        );
-        check(
-            fed.rounds >= 1,
-            "federation.rounds",
-            "must be at least 1".into(),
-        );
-        check(
-            (1..=MAX_THREADS).contains(&fed.num_parallels),
-            "federation.num_parallels",
-            format!(
-                "is {}; must be between 1 and {MAX_THREADS}",
-                fed.num_parallels
-            ),
-        );
-        let client = &self.client;
-        check(
-            client.lr > 0.0 && client.lr.is_finite(),
-            "client.lr",
-            format!("is {}; must be a number greater than 0", client.lr),
-        );
-        check(
-            (0.0..1.0).contains(&client.momentum),
-            "client.momentum",
-            format!("is {}; must be in [0, 1)", client.momentum),
-        );
-        check(
-            client.weight_decay >= 0.0 && client.weight_decay.is_finite(),
-            "client.weight_decay",
-            format!("is {}; must be at least 0", client.weight_decay),
-        );
-        check(
-            client.epochs >= 1,
-            "client.epochs",
-            "must be at least 1".into(),
-        );
-        check(
-            client.batch_size >= 1,
-            "client.batch_size",
-            "must be at least 1".into(),
-        );
-        check(
-            self.eval.every >= 1,
-            "eval.every",
-            "must be at least 1".into(),
-        );
-        check(
-            self.checkpoint.every >= 1,
-            "checkpoint.every",
-            "must be at least 1".into(),
-        );
-        check(
-            self.eval.batch_size >= 1,
-            "eval.batch_size",
-            "must be at least 1".into(),
-        );
-        check(
-            (0.0..1.0).contains(&self.eval.client_test_fraction),
-            "eval.client_test_fraction",
-            format!("is {}; must be in [0, 1)", self.eval.client_test_fraction),
-        );
-        if let Err(reason) = self.backend.check_available() {
-            check(false, "backend", reason);
+            )
+        });
+        let num_clients = self.federation.num_clients;
+        problems.at("federation", |p| self.federation.validate((), p));
+        problems.at("client", |p| {
+            self.client.validate(self.availability.deadline_s, p)
+        });
+        problems.at("eval", |p| self.eval.validate((), p));
+        problems.at("checkpoint", |p| self.checkpoint.validate((), p));
+        problems.at("topology", |p| self.topology.validate(num_clients, p));
+        problems.at("network", |p| self.network.validate(num_clients, p));
+        problems.at("availability", |p| {
+            self.availability.validate(&self.topology, p)
+        });
+        problems.at("placement", |p| {
+            self.placement.validate((&self.topology, num_clients), p)
+        });
+        if let Some(byzantine) = &self.byzantine {
+            problems.at("byzantine", |p| byzantine.validate(num_clients, p));
         }
-        let schedulers = match self.topology {
+        for (i, fault) in self.faults.iter().enumerate() {
+            problems.at(&format!("faults[{i}]"), |p| fault.validate(self, p));
+        }
+        if let Err(reason) = self.backend.check_available() {
+            problems.add("backend", reason);
+        }
+    }
+}
+
+impl Validate for FederationConfig {
+    type Context<'a> = ();
+
+    fn validate(&self, (): (), problems: &mut Problems) {
+        let clients = self.num_clients;
+        problems.at_least_one("num_clients", clients as u64);
+        problems.require(
+            (1..=clients).contains(&self.clients_per_round),
+            "clients_per_round",
+            || {
+                format!(
+                    "is {}; must be between 1 and federation.num_clients ({clients})",
+                    self.clients_per_round
+                )
+            },
+        );
+        problems.at_least_one("rounds", self.rounds.into());
+        problems.require(
+            (1..=MAX_THREADS).contains(&self.num_parallels),
+            "num_parallels",
+            || {
+                format!(
+                    "is {}; must be between 1 and {MAX_THREADS}",
+                    self.num_parallels
+                )
+            },
+        );
+    }
+}
+
+impl Validate for ClientConfig {
+    /// The round deadline, which some local work needs.
+    type Context<'a> = Option<f64>;
+
+    fn validate(&self, deadline_s: Option<f64>, problems: &mut Problems) {
+        let lr = self.lr;
+        problems.require(lr > 0.0 && lr.is_finite(), "lr", || {
+            format!("is {lr}; must be a number greater than 0")
+        });
+        problems.fraction_below("momentum", self.momentum, 1.0);
+        problems.non_negative("weight_decay", self.weight_decay);
+        problems.at_least_one("epochs", self.epochs.into());
+        problems.at_least_one("batch_size", self.batch_size as u64);
+        problems.at("work", |p| self.work.validate(deadline_s, p));
+    }
+}
+
+impl Validate for EvalConfig {
+    type Context<'a> = ();
+
+    fn validate(&self, (): (), problems: &mut Problems) {
+        problems.at_least_one("every", self.every.into());
+        problems.at_least_one("batch_size", self.batch_size as u64);
+        problems.fraction_below("client_test_fraction", self.client_test_fraction, 1.0);
+    }
+}
+
+impl Validate for CheckpointConfig {
+    type Context<'a> = ();
+
+    fn validate(&self, (): (), problems: &mut Problems) {
+        problems.at_least_one("every", self.every.into());
+    }
+}
+
+impl Validate for FaultConfig {
+    /// The experiment: its rounds, clients and schedulers.
+    type Context<'a> = &'a ExperimentConfig;
+
+    fn validate(&self, experiment: &ExperimentConfig, problems: &mut Problems) {
+        let fed = &experiment.federation;
+        problems.require((1..=fed.rounds).contains(&self.round), "round", || {
+            format!(
+                "is {}; must be between 1 and federation.rounds ({})",
+                self.round, fed.rounds
+            )
+        });
+        let schedulers = match experiment.topology {
             TopologyConfig::Flat {} => 0,
             TopologyConfig::Hierarchical { schedulers, .. } => schedulers,
         };
-        for (i, fault) in self.faults.iter().enumerate() {
-            check(
-                (1..=fed.rounds).contains(&fault.round),
-                &format!("faults[{i}].round"),
+        match (self.client, self.scheduler) {
+            (Some(client), None) => problems.require(client < fed.num_clients, "client", || {
                 format!(
-                    "is {}; must be between 1 and federation.rounds ({})",
-                    fault.round, fed.rounds
-                ),
-            );
-            match (fault.client, fault.scheduler) {
-                (Some(client), None) => check(
-                    client < fed.num_clients,
-                    &format!("faults[{i}].client"),
-                    format!(
-                        "is {client}; client ids run from 0 to federation.num_clients - 1 ({})",
-                        fed.num_clients.saturating_sub(1)
-                    ),
-                ),
-                (None, Some(scheduler)) => {
-                    check(
-                        scheduler < schedulers,
-                        &format!("faults[{i}].scheduler"),
-                        format!("is {scheduler}; the topology has {schedulers} schedulers"),
-                    );
-                    check(
-                        fault.kind == FaultKind::Panic,
-                        &format!("faults[{i}].kind"),
-                        "a scheduler fault can only be \"panic\"".into(),
-                    );
-                }
-                _ => check(
-                    false,
-                    &format!("faults[{i}]"),
-                    "give exactly one of `client` and `scheduler`".into(),
-                ),
+                    "is {client}; client ids run from 0 to federation.num_clients - 1 ({})",
+                    fed.num_clients.saturating_sub(1)
+                )
+            }),
+            (None, Some(scheduler)) => {
+                problems.require(scheduler < schedulers, "scheduler", || {
+                    format!("is {scheduler}; the topology has {schedulers} schedulers")
+                });
+                problems.require(self.kind == FaultKind::Panic, "kind", || {
+                    "a scheduler fault can only be \"panic\"".into()
+                });
             }
+            _ => problems.add("", "give exactly one of `client` and `scheduler`"),
         }
-        let byzantine = self.byzantine.as_ref();
-        for (field, message) in byzantine
-            .map(|b| b.problems(fed.num_clients))
-            .unwrap_or_default()
-        {
-            check(false, &field, message);
-        }
-        for (field, message) in client.work.problems(self.availability.deadline_s) {
-            check(false, field, message);
-        }
-        let sections = [
-            self.topology.problems(fed.num_clients),
-            self.network.problems(fed.num_clients),
-            self.availability.problems(&self.topology),
-            self.placement.problems(&self.topology, fed.num_clients),
-        ];
-        for (path, message) in sections.into_iter().flatten() {
-            check(false, &path, message);
-        }
-        errors
     }
 }
 

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::TopologyConfig;
+use super::check::{Problems, Validate};
 use crate::network::ClientId;
 
 /// The MPI rank of each scheduler and client group. The server always runs on rank 0, which
@@ -40,47 +41,6 @@ impl PlacementConfig {
     /// `config.json`.
     pub fn is_default(&self) -> bool {
         *self == PlacementConfig::default()
-    }
-
-    /// Every rule the section breaks for `topology` over `num_clients` clients, as (field,
-    /// message) pairs.
-    pub fn problems(&self, topology: &TopologyConfig, num_clients: usize) -> Vec<(String, String)> {
-        let mut problems = Vec::new();
-        match topology {
-            TopologyConfig::Flat {} => {
-                if self.schedulers.is_some() {
-                    problems.push((
-                        "placement.schedulers".to_string(),
-                        "the flat topology has no schedulers".to_string(),
-                    ));
-                }
-                if let Some(groups) = &self.groups
-                    && !(1..=num_clients.max(1)).contains(&groups.len())
-                {
-                    problems.push((
-                        "placement.groups".to_string(),
-                        format!(
-                            "lists {} groups; the flat topology's clients split into 1 to {num_clients} (federation.num_clients)",
-                            groups.len()
-                        ),
-                    ));
-                }
-            }
-            TopologyConfig::Hierarchical { schedulers, .. } => {
-                for (field, list) in [("schedulers", &self.schedulers), ("groups", &self.groups)] {
-                    if let Some(list) = list.as_ref().filter(|l| l.len() != *schedulers) {
-                        problems.push((
-                            format!("placement.{field}"),
-                            format!(
-                                "lists {} ranks for {schedulers} schedulers (topology.schedulers)",
-                                list.len()
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        problems
     }
 
     /// Where each tier runs over `ranks` processes, by this section or the rule; an error
@@ -165,6 +125,42 @@ impl Placement {
     }
 }
 
+impl Validate for PlacementConfig {
+    /// The topology and `federation.num_clients`.
+    type Context<'a> = (&'a TopologyConfig, usize);
+
+    fn validate(&self, (topology, num_clients): Self::Context<'_>, problems: &mut Problems) {
+        match topology {
+            TopologyConfig::Flat {} => {
+                problems.require(self.schedulers.is_none(), "schedulers", || {
+                    "the flat topology has no schedulers".to_string()
+                });
+                if let Some(groups) = &self.groups {
+                    problems.require((1..=num_clients.max(1)).contains(&groups.len()), "groups", || {
+                        format!(
+                            "lists {} groups; the flat topology's clients split into 1 to {num_clients} (federation.num_clients)",
+                            groups.len()
+                        )
+                    });
+                }
+            }
+            TopologyConfig::Hierarchical { schedulers, .. } => {
+                for (field, list) in [("schedulers", &self.schedulers), ("groups", &self.groups)] {
+                    if let Some(list) = list.as_ref().filter(|l| l.len() != *schedulers) {
+                        problems.add(
+                            field,
+                            format!(
+                                "lists {} ranks for {schedulers} schedulers (topology.schedulers)",
+                                list.len()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,7 +216,12 @@ mod tests {
             error.contains("rank 2") && error.contains("mpirun -n 3"),
             "{error}"
         );
-        let problems = split.problems(&hierarchical(3), 10);
+        let problems_of = |placement: &PlacementConfig, topology: &TopologyConfig| {
+            let mut problems = Problems::new();
+            problems.at("placement", |p| placement.validate((topology, 10), p));
+            problems.into_vec()
+        };
+        let problems = problems_of(&split, &hierarchical(3));
         assert_eq!(problems[0].0, "placement.groups");
         assert!(
             problems[0].1.contains("2 ranks for 3 schedulers"),
@@ -231,8 +232,7 @@ mod tests {
             schedulers: Some(vec![1]),
             groups: Some(vec![1; 11]),
         };
-        let fields: Vec<String> = too_many
-            .problems(&flat, 10)
+        let fields: Vec<String> = problems_of(&too_many, &flat)
             .into_iter()
             .map(|p| p.0)
             .collect();

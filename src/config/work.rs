@@ -6,6 +6,7 @@
 use rand::RngExt;
 use serde::{Deserialize, Serialize};
 
+use super::check::{Problems, Validate};
 use crate::seed::{Purpose, stream};
 
 /// The draw of a client's number of local epochs, per (round, edge round, client).
@@ -37,31 +38,30 @@ impl LocalWork {
     pub fn is_fixed(&self) -> bool {
         *self == LocalWork::Fixed
     }
+}
 
-    /// The rules these settings break given the round deadline, as (field, message).
-    pub fn problems(&self, deadline_s: Option<f64>) -> Vec<(&'static str, String)> {
+impl Validate for LocalWork {
+    /// The round deadline, which `fit_deadline` needs.
+    type Context<'a> = Option<f64>;
+
+    fn validate(&self, deadline_s: Option<f64>, problems: &mut Problems) {
         match *self {
-            LocalWork::Fixed => Vec::new(),
+            LocalWork::Fixed => {}
             LocalWork::Uniform {
                 min_epochs,
                 max_epochs,
-            } => {
-                if min_epochs >= 1 && min_epochs <= max_epochs {
-                    Vec::new()
-                } else {
-                    vec![(
-                        "client.work.min_epochs",
-                        format!(
-                            "is {min_epochs}; must be at least 1 and at most max_epochs ({max_epochs})"
-                        ),
-                    )]
-                }
-            }
-            LocalWork::FitDeadline if deadline_s.is_none() => vec![(
-                "client.work.kind",
-                "\"fit_deadline\" needs availability.deadline_s".to_string(),
-            )],
-            LocalWork::FitDeadline => Vec::new(),
+            } => problems.require(
+                min_epochs >= 1 && min_epochs <= max_epochs,
+                "min_epochs",
+                || {
+                    format!(
+                        "is {min_epochs}; must be at least 1 and at most max_epochs ({max_epochs})"
+                    )
+                },
+            ),
+            LocalWork::FitDeadline => problems.require(deadline_s.is_some(), "kind", || {
+                "\"fit_deadline\" needs availability.deadline_s".to_string()
+            }),
         }
     }
 }

@@ -78,9 +78,7 @@ impl DataSource for SyntheticData {
     }
 
     fn check(&self, params: &SyntheticConfig, context: &DataContext, problems: &mut Problems) {
-        for (field, message) in params.problems() {
-            problems.add(field, message);
-        }
+        params.check(problems);
         if context.num_clients > MAX_USERS {
             problems.add_elsewhere(
                 "federation.num_clients",
@@ -132,26 +130,19 @@ fn default_classes() -> usize {
 }
 
 impl SyntheticConfig {
-    /// Every problem with the values, as (field under `data`, message).
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut problems = Vec::new();
+    /// Adds every problem with the values to `problems` (fields under `data`).
+    pub fn check(&self, problems: &mut Problems) {
         for (field, value) in [("alpha", self.alpha), ("beta", self.beta)] {
             if !(value >= 0.0 && value.is_finite()) {
-                problems.push((field, format!("is {value}; must be a number of at least 0")));
+                problems.add(field, format!("is {value}; must be a number of at least 0"));
             } else if self.iid && value != 0.0 {
-                problems.push((field, format!("is {value}; the IID variant takes none")));
+                problems.add(field, format!("is {value}; the IID variant takes none"));
             }
         }
-        if self.features == 0 {
-            problems.push(("features", "must be at least 1".into()));
-        }
-        if !(2..=256).contains(&self.classes) {
-            problems.push((
-                "classes",
-                format!("is {}; must be between 2 and 256", self.classes),
-            ));
-        }
-        problems
+        problems.at_least_one("features", self.features as u64);
+        problems.require((2..=256).contains(&self.classes), "classes", || {
+            format!("is {}; must be between 2 and 256", self.classes)
+        });
     }
 
     /// The shape of the samples.
@@ -355,7 +346,9 @@ mod tests {
 
     #[test]
     fn the_iid_variant_takes_no_alpha() {
-        let problems = config(0.5, 0.0, true).problems();
+        let mut problems = Problems::new();
+        config(0.5, 0.0, true).check(&mut problems);
+        let problems = problems.into_vec();
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].0, "alpha");
     }

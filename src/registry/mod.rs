@@ -215,16 +215,19 @@ fn read_choice<T: ?Sized, C: ?Sized>(
     Ok(Choice::new(chosen, params, registered))
 }
 
-/// `choice` if `problems`, found in `section`, are none, else them with their whole paths.
+/// `choice` if `check`, run at `section`, finds no problem, else the problems with their whole
+/// paths.
 fn checked<T>(
     choice: T,
-    problems: Problems,
     section: &Section,
+    check: impl FnOnce(&T, &mut Problems),
 ) -> Result<T, Vec<(String, String)>> {
+    let mut problems = Problems::new();
+    problems.at(section.name, |p| check(&choice, p));
     if problems.is_empty() {
         Ok(choice)
     } else {
-        Err(problems.within(section.name))
+        Err(problems.into_vec())
     }
 }
 
@@ -259,9 +262,7 @@ impl Registry {
         let choice = read_choice(&self.algorithms, &STRATEGY, &section.name, |entry| {
             entry.choose(section.params.clone())
         })?;
-        let mut problems = Problems::new();
-        choice.check(setting, &mut problems);
-        checked(choice, problems, &STRATEGY)
+        checked(choice, &STRATEGY, |choice, p| choice.check(setting, p))
     }
 
     /// The architecture registered as `name`.
@@ -289,8 +290,7 @@ impl Registry {
             let takes = self.models.iter().filter(|m| m.component.takes(sample));
             takes.map(|m| m.listing.name).collect()
         };
-        let problems = choice.problems(sample, fitting);
-        checked(choice, problems, &MODEL)
+        checked(choice, &MODEL, |choice, p| choice.check(sample, fitting, p))
     }
 
     /// The data set registered as `name`.
@@ -315,9 +315,7 @@ impl Registry {
         let choice = read_choice(&self.data_sets, &DATA, &section.dataset, |entry| {
             entry.choose(section.params.clone(), folder)
         })?;
-        let mut problems = Problems::new();
-        choice.check(context, &mut problems);
-        checked(choice, problems, &DATA)
+        checked(choice, &DATA, |choice, p| choice.check(context, p))
     }
 
     /// The partition scheme registered as `name`.
@@ -343,15 +341,12 @@ impl Registry {
         let choice = read_choice(&self.partitioners, &PARTITION, name, |entry| {
             entry.choose(section.params.clone(), folder)
         })?;
-        let mut problems = Problems::new();
-        if section.seed.is_some() && !choice.draws() {
-            problems.add(
-                "seed",
-                format!("does not apply to scheme {name:?}, which draws nothing"),
-            );
-        }
-        choice.check(context, &mut problems);
-        checked(choice, problems, &PARTITION)
+        checked(choice, &PARTITION, |choice, p| {
+            p.require(section.seed.is_none() || choice.draws(), "seed", || {
+                format!("does not apply to scheme {name:?}, which draws nothing")
+            });
+            choice.check(context, p);
+        })
     }
 
     /// The partition as one short value, as reports label it: `dirichlet(0.5)`, `labels(2)`,
@@ -394,8 +389,8 @@ fn unknown<'a>(
 /// The problem of a section's parameter that does not parse, given as (field, message).
 fn unreadable(section: &Section, (field, message): (String, String)) -> Vec<(String, String)> {
     let mut problems = Problems::new();
-    problems.add(field, message);
-    problems.within(section.name)
+    problems.at(section.name, |p| p.add(field, message));
+    problems.into_vec()
 }
 
 impl Catalogue for Registry {

@@ -35,16 +35,16 @@ impl ModelChoice {
         self.chosen.multiply_adds(shape)
     }
 
-    /// Every rule the hyperparameters break for samples of `sample` (when known), and whether the
-    /// architecture takes such samples at all (`fitting` names those that do), fields relative
-    /// to `model`.
-    pub(super) fn problems<'a>(
+    /// Adds to `problems` every rule the hyperparameters break for samples of `sample` (when
+    /// known), and whether the architecture takes such samples at all (`fitting` names those
+    /// that do).
+    pub(super) fn check<'a>(
         &self,
         sample: Option<SampleKind>,
         fitting: impl Fn(SampleKind) -> Vec<&'a str>,
-    ) -> Problems {
-        let mut problems = Problems::new();
-        self.chosen.check(sample, &mut problems);
+        problems: &mut Problems,
+    ) {
+        self.chosen.check(sample, problems);
         if let Some(sample) = sample
             && !self.chosen.takes(sample)
         {
@@ -66,7 +66,6 @@ impl ModelChoice {
                 ),
             );
         }
-        problems
     }
 }
 
