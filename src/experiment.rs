@@ -58,6 +58,29 @@ pub struct Experiment {
     files: Vec<DataFile>,
 }
 
+/// Where a run shows its rounds and what stops it.
+#[derive(Clone, Copy)]
+struct Watch<'a> {
+    progress: &'a Progress,
+    stop: &'a StopSignal,
+}
+
+/// Where a run stands when it plays on: its checkpointed state, the server half in the state
+/// that holds, and the records of the rounds played.
+struct Standing {
+    state: RunState,
+    strategy: Box<dyn Strategy>,
+    records: Vec<RoundRecord>,
+}
+
+/// How the server half starts: after which round, from which global model, with the strategy
+/// in its state.
+struct ServerStart {
+    start: Start,
+    model: Vec<f32>,
+    strategy: Box<dyn Strategy>,
+}
+
 /// What a finished run returns besides its files.
 #[derive(Debug)]
 pub struct RunResult {
@@ -219,26 +242,24 @@ impl Experiment {
             client_states: Vec::new(),
         };
         folder.checkpoint(&start)?;
-        self.play(
-            folder,
-            (progress, stop),
-            (start, strategy),
-            Vec::new(),
-            spread,
-        )
+        let standing = Standing {
+            state: start,
+            strategy,
+            records: Vec::new(),
+        };
+        self.play(folder, Watch { progress, stop }, standing, spread)
     }
 
     /// Runs the tiers that `spread` gives this process, which does not run the server, until
     /// the server's process ends the tree.
     pub fn serve(&self, spread: Spread<'_>, stop: &StopSignal) -> Result<(), Error> {
         let states = Arc::new(ClientStates::new(self.config.federation.num_clients));
-        let server_half = (Vec::new(), self.strategy());
-        let plan = self.plan(
-            Start::default(),
-            server_half,
-            &states,
-            (stop, &spread.placement),
-        );
+        let server = ServerStart {
+            start: Start::default(),
+            model: Vec::new(),
+            strategy: self.strategy(),
+        };
+        let plan = self.plan(server, &states, stop, &spread.placement);
         let trainer = self.trainer(&states, stop)?;
         let ignore_rounds = |_| Ok::<_, Error>(());
         topology::run_over(plan, Arc::new(trainer), spread.connector, ignore_rounds)??;
@@ -289,26 +310,33 @@ impl Experiment {
         self.algorithm.server(&self.setting(), self.layout().len())
     }
 
-    /// Plays the rounds after `state.round` with `strategy` (in the state `state` holds),
-    /// `records` being those before.
+    /// Plays the rounds after the one the run stands at, showing each on `watch.progress`.
     fn play(
         &self,
         folder: &mut RunFolder,
-        (progress, stop): (&Progress, &StopSignal),
-        (mut state, strategy): (RunState, Box<dyn Strategy>),
-        mut records: Vec<RoundRecord>,
+        watch: Watch<'_>,
+        standing: Standing,
         spread: Spread<'_>,
     ) -> Result<RunResult, Error> {
+        let Watch { progress, stop } = watch;
+        let Standing {
+            mut state,
+            strategy,
+            mut records,
+        } = standing;
         let config = &self.config;
         let rounds = config.federation.rounds;
-        let start = Start {
-            round: state.round,
-            sim_time_s: state.sim_time_s,
+        let server = ServerStart {
+            start: Start {
+                round: state.round,
+                sim_time_s: state.sim_time_s,
+            },
+            model: state.model.clone(),
+            strategy,
         };
         let states = Arc::new(ClientStates::new(config.federation.num_clients));
         states.restore(&state.client_states);
-        let server_half = (state.model.clone(), strategy);
-        let plan = self.plan(start, server_half, &states, (stop, &spread.placement));
+        let plan = self.plan(server, &states, stop, &spread.placement);
         let trainer = self.trainer(&states, stop)?;
         // The latest round not yet in the checkpoint, if any.
         let mut pending = None;
@@ -405,15 +433,20 @@ impl Experiment {
             .map_err(|e| Error::Threads(e.to_string()))
     }
 
-    /// The federation tree, starting from `start` with `model` and `strategy`, with the
-    /// clients' states in `states`.
+    /// The federation tree, its server starting as `server` says, with the clients' states in
+    /// `states` and the tiers placed by `placement`.
     fn plan(
         &self,
-        start: Start,
-        (model, strategy): (Vec<f32>, Box<dyn Strategy>),
+        server: ServerStart,
         states: &Arc<ClientStates>,
-        (stop, placement): (&StopSignal, &Placement),
+        stop: &StopSignal,
+        placement: &Placement,
     ) -> Plan {
+        let ServerStart {
+            start,
+            model,
+            strategy,
+        } = server;
         let config = &self.config;
         let server = ServerSetup {
             seed: config.seed,
@@ -605,9 +638,13 @@ impl Resumable {
         });
         folder.write_json(MANIFEST, &self.manifest)?;
         let Saved { state, records, .. } = self.saved;
-        let server_half = (state, self.strategy);
+        let standing = Standing {
+            state,
+            strategy: self.strategy,
+            records,
+        };
         self.experiment
-            .play(&mut folder, (progress, stop), server_half, records, spread)
+            .play(&mut folder, Watch { progress, stop }, standing, spread)
             .map(Some)
     }
 }

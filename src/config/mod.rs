@@ -107,6 +107,12 @@ pub struct NamedSection {
     pub params: serde_json::Map<String, Value>,
 }
 
+/// The parameters of a component that takes none (`{"name": "fedavg"}`, `{"scheme": "iid"}`)
+/// and refuses any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
 /// The `strategy` section: an algorithm and its parameters.
 pub type StrategyConfig = NamedSection;
 

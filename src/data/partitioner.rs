@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::NaturalClients;
 use super::partition::{Partition, PartitionError};
+use crate::config::NoParams;
 use crate::config::check::Problems;
-use crate::strategy::NoParams;
 
 /// A way to split the training set among clients that an experiment file can name, with its
 /// parameters beside the scheme: `{"scheme": "dirichlet", "alpha": 0.5}`.

@@ -13,8 +13,8 @@ use burn::tensor::{Device, Tensor};
 
 use super::mlp::dense;
 use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
+use crate::config::NoParams;
 use crate::data::{DataShape, SampleKind, SampleShape};
-use crate::strategy::NoParams;
 
 const KERNEL: usize = 5;
 const CHANNELS: usize = 64;

@@ -10,9 +10,9 @@ use burn::tensor::{Device, Tensor};
 use super::conv_pool::conv_relu_pool;
 use super::mlp::dense;
 use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
+use crate::config::NoParams;
 use crate::config::check::Problems;
 use crate::data::{DataShape, SampleKind, SampleShape};
-use crate::strategy::NoParams;
 
 const KERNEL: usize = 5;
 const CHANNELS: [usize; 2] = [32, 64];

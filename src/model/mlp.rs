@@ -71,7 +71,7 @@ impl Architecture for MlpModel {
 pub struct LogisticModel;
 
 impl Architecture for LogisticModel {
-    type Params = crate::strategy::NoParams;
+    type Params = crate::config::NoParams;
 
     fn name(&self) -> &'static str {
         "logistic"

@@ -673,7 +673,7 @@ mod tests {
     struct Renamed(&'static str);
 
     impl Algorithm for Renamed {
-        type Params = crate::strategy::NoParams;
+        type Params = crate::config::NoParams;
 
         fn name(&self) -> &'static str {
             self.0
@@ -854,7 +854,7 @@ mod tests {
     struct RoundRobin;
 
     impl Partitioner for RoundRobin {
-        type Params = crate::strategy::NoParams;
+        type Params = crate::config::NoParams;
 
         fn name(&self) -> &'static str {
             "round-robin"

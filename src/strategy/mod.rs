@@ -30,8 +30,8 @@ pub mod vector;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
 pub use adaptive::{AdaptiveServer, FedAdagrad, FedAdam, FedYogi};
 pub use fedavg::{FedAvg, FedAvgServer};
@@ -152,10 +152,7 @@ pub struct Setting<'a> {
     pub federation: &'a FederationConfig,
 }
 
-/// The parameters of an algorithm that has none: `{"name": "fedavg"}` and nothing else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoParams {}
+pub use crate::config::NoParams;
 
 /// What the server half sees of a round besides the updates.
 #[derive(Debug, Clone, Copy)]

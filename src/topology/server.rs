@@ -267,7 +267,7 @@ impl Server {
             self.setup.clients_per_round,
         );
         let extras = self.setup.strategy.downlink();
-        self.send_downlinks(round, &sampled, roster, (&global, &extras), deadline)?;
+        self.send_downlinks(round, &sampled, roster, &global, &extras, deadline)?;
         let collected = self.collect(round, &sampled, roster, deadline)?;
         self.now = collected.finished;
         let train_loss = collected.updates.train_loss();
@@ -316,7 +316,8 @@ impl Server {
         round: u32,
         sampled: &[ClientId],
         roster: &Roster,
-        (model, extras): (&Arc<[f32]>, &Tensors),
+        model: &Arc<[f32]>,
+        extras: &Tensors,
         deadline: Option<f64>,
     ) -> Result<(), FederationError> {
         let mut per_child = vec![Vec::new(); self.children.len()];

@@ -6,22 +6,39 @@ use rand_chacha::ChaCha12Rng;
 use crate::data::{Dataset, SampleShape};
 use crate::model::Input;
 
-/// The samples at `indices` as the model's input and a label tensor, with every label `l` as
-/// `C - 1 - l` if `flip_labels`, and the images augmented as the data set says with draws
-/// from `augment_rng` if one is given (local training gives its stream; evaluation none).
+/// How a training batch differs from the stored samples; evaluation takes them as they are
+/// ([`Altered::none`]).
+pub(super) struct Altered<'a> {
+    /// Every label `l` is seen as `C - 1 - l` (a label-flipping attacker).
+    pub flip_labels: bool,
+    /// The stream the data set's image augmentation draws from (local training's).
+    pub augment: Option<&'a mut ChaCha12Rng>,
+}
+
+impl Altered<'_> {
+    /// The samples as stored.
+    pub fn none() -> Self {
+        Self {
+            flip_labels: false,
+            augment: None,
+        }
+    }
+}
+
+/// The samples at `indices` as the model's input and a label tensor, `altered` as it says.
 pub(super) fn batch(
     data: &Dataset,
     indices: &[usize],
-    (flip_labels, augment_rng): (bool, Option<&mut ChaCha12Rng>),
+    altered: Altered<'_>,
     device: &Device,
 ) -> (Input, Tensor<1, Int>) {
     let mut features = Vec::with_capacity(indices.len() * data.shape().sample.len());
     let mut labels = Vec::with_capacity(indices.len());
     data.gather(indices, &mut features, &mut labels);
-    if let Some(rng) = augment_rng {
+    if let Some(rng) = altered.augment {
         data.augment(&mut features, rng);
     }
-    if flip_labels {
+    if altered.flip_labels {
         let last = data.num_classes() as i64 - 1;
         labels.iter_mut().for_each(|l| *l = last - *l);
     }

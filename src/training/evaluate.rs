@@ -7,7 +7,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::{Device, Int, Tensor};
 use rayon::prelude::*;
 
-use super::batch::batch;
+use super::batch::{Altered, batch};
 use super::sgd::LocalData;
 use crate::backend::BackendKind;
 use crate::data::Dataset;
@@ -193,7 +193,7 @@ fn logits(
     let (parts, labels): (Vec<Tensor<2>>, Vec<Tensor<1, Int>>) = indices
         .chunks(FORWARD_CHUNK)
         .map(|chunk| {
-            let (input, labels) = batch(data, chunk, (false, None), device);
+            let (input, labels) = batch(data, chunk, Altered::none(), device);
             (net.forward(input), labels)
         })
         .unzip();
@@ -256,7 +256,7 @@ mod tests {
             let params = initial_params(&layout, &mut stream(5, Purpose::MODEL_INIT, 0, 0));
             let net = flat::load(model.build(data.shape(), &device), &params);
             let (chunked, _) = logits(&net, &data, &indices, &device);
-            let (images, _) = batch(&data, &indices, (false, None), &device);
+            let (images, _) = batch(&data, &indices, Altered::none(), &device);
             let whole = net.forward(images);
             assert_eq!(chunked.into_data(), whole.into_data(), "{name}");
         }

@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::evaluate::mean_loss;
-use super::sgd::{LocalData, TrainError, local_train};
+use super::sgd::{LocalData, LocalTask, TrainError, local_train};
 use super::{ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, answer};
 use crate::backend::BackendKind;
 use crate::byzantine::Attack;
@@ -127,15 +127,13 @@ impl Shared {
             .algorithm
             .needs_loss_at_global()
             .then(|| mean_loss(&net, local, setup.client.batch_size, &device));
-        let result = local_train(
-            net,
-            local,
-            (&setup.client, job.steps),
-            (&objective, &job.model),
-            &mut rng,
-            &device,
-            &setup.stop,
-        )?;
+        let task = LocalTask {
+            config: &setup.client,
+            budget: job.steps,
+            objective: &objective,
+            anchor: &job.model,
+        };
+        let result = local_train(net, local, task, &mut rng, &device, &setup.stop)?;
         let mut params = flat::flatten(&result.net);
         *slot = Some(result.net);
         let trained = Trained {

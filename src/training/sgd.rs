@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha12Rng;
 
-use super::batch::batch;
+use super::batch::{Altered, batch};
 use super::objective::ObjectiveTerms;
 use crate::config::ClientConfig;
 use crate::data::Dataset;
@@ -62,21 +62,38 @@ pub struct LocalData<'a> {
     pub flip_labels: bool,
 }
 
-/// Trains `net` with `budget` SGD steps on `local` data, reshuffled each epoch from `rng`
-/// (the last epoch may stop part-way), adding `objective`'s terms (towards `anchor`, the model
-/// the client was sent) to each gradient and taking its correction step after each optimiser
-/// step. `device` must be the autodiff device the model lives on. Gives up between two steps
-/// once `stop` is requested.
-#[allow(clippy::too_many_arguments)]
+/// What one client's local training does: its settings, its number of steps, and what it
+/// optimises besides the loss.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalTask<'a> {
+    /// Batch size, learning rate, momentum and weight decay.
+    pub config: &'a ClientConfig,
+    /// SGD steps to take.
+    pub budget: u32,
+    /// The algorithm's terms and correction.
+    pub objective: &'a Objective,
+    /// The model the client was sent, which the terms pull towards.
+    pub anchor: &'a [f32],
+}
+
+/// Trains `net` with `task.budget` SGD steps on `local` data, reshuffled each epoch from `rng`
+/// (the last epoch may stop part-way), adding the objective's terms to each gradient and taking
+/// its correction step after each optimiser step. `device` must be the autodiff device the
+/// model lives on. Gives up between two steps once `stop` is requested.
 pub fn local_train(
     net: Net,
     local: LocalData<'_>,
-    (config, budget): (&ClientConfig, u32),
-    (objective, anchor): (&Objective, &[f32]),
+    task: LocalTask<'_>,
     rng: &mut ChaCha12Rng,
     device: &Device,
     stop: &StopSignal,
 ) -> Result<LocalResult, TrainError> {
+    let LocalTask {
+        config,
+        budget,
+        objective,
+        anchor,
+    } = task;
     let mut optimizer = sgd(config).init();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
     let terms = ObjectiveTerms::new(objective, anchor, &net, config.momentum, device);
@@ -93,7 +110,11 @@ pub fn local_train(
             if stop.is_requested() {
                 return Err(TrainError::Stopped);
             }
-            let (input, labels) = batch(local.data, chunk, (local.flip_labels, Some(rng)), device);
+            let altered = Altered {
+                flip_labels: local.flip_labels,
+                augment: Some(rng),
+            };
+            let (input, labels) = batch(local.data, chunk, altered, device);
             let loss = loss_fn.forward(net.forward(input), labels);
             let loss_value = f64::from(loss.clone().into_scalar::<f32>());
             if !loss_value.is_finite() {
