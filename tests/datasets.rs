@@ -51,6 +51,59 @@ fn a_shipped_experiment_copied_to_another_folder_runs_on_the_built_in_data() {
 }
 
 #[test]
+fn fedsim_datasets_and_schemes_list_the_builtins_with_their_parameters() {
+    let listing = |command: &str| {
+        let output = common::fedsim(&[command]);
+        assert!(output.status.success(), "{command}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let names = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.is_empty() && !l.starts_with(' ') && !l.contains(' '))
+            .map(str::to_string)
+            .collect()
+    };
+    let data_sets = listing("datasets");
+    assert_eq!(
+        names(&data_sets),
+        [
+            "mnist",
+            "fashion-mnist",
+            "cifar10",
+            "synthetic",
+            "breast-cancer",
+            "csv",
+            "numpy",
+            "femnist",
+            "shakespeare"
+        ]
+    );
+    // Defaults where every parameter has one; the documentation alone where one is required.
+    assert!(
+        data_sets.contains("\n  normalize = \"unit\": "),
+        "{data_sets}"
+    );
+    assert!(data_sets.contains("\n  file: the table"), "{data_sets}");
+    let schemes = listing("schemes");
+    assert_eq!(
+        names(&schemes),
+        [
+            "iid",
+            "dirichlet",
+            "shards",
+            "labels",
+            "quantity",
+            "natural",
+            "file"
+        ]
+    );
+    assert!(
+        schemes.contains("\n  alpha: concentration, required"),
+        "{schemes}"
+    );
+}
+
+#[test]
 fn fashion_mnist_is_not_mnist() {
     let dir = tempfile::tempdir().unwrap();
     let accuracy = |dataset: &str| {
