@@ -290,7 +290,7 @@ fn draw_legend<'a>(
 const MAX_CLIENTS_DRAWN: usize = 100;
 
 /// Stacked bars of each client's samples per class (`counts[client][class]`), the first
-/// [`MAX_CLIENTS_DRAWN`] clients when there are more.
+/// `MAX_CLIENTS_DRAWN` (100) clients when there are more.
 pub fn label_distribution(counts: &[Vec<usize>], title: &str) -> Result<String, DrawError> {
     let shown = &counts[..counts.len().min(MAX_CLIENTS_DRAWN)];
     let classes = shown.first().map_or(0, Vec::len);

@@ -1,7 +1,7 @@
 //! Training clients: the interface a client group hands its clients' work to
 //! ([`ClientTrainer`]), the burn trainer's worker pool ([`pool`]), the SGD loop one client's
-//! local training runs ([`sgd`]), evaluation on burn ([`evaluate`]), and clients that answer at
-//! once ([`echo`]).
+//! local training runs ([`sgd`]), evaluation on burn ([`evaluate`](mod@evaluate)), and clients
+//! that answer at once ([`echo`]).
 //!
 //! `sgd`, `objective`, `evaluate` and `batch` are the only code that runs burn's autodiff and
 //! optimisers: they take a model and data indices and give back a model and numbers; threads,
