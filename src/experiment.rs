@@ -119,10 +119,9 @@ impl Experiment {
         let layout = model
             .layout(data.train.shape())
             .map_err(|unknown| Error::ModelDoesNotFit(unknown.to_string()))?;
-        let split = split_data(&config, &scheme, &data)?;
+        let split = split_data(&config, &scheme, &data, context.split_seed)?;
         let fraction = config.eval.client_test_fraction;
-        let split_seed = config.partition.seed_or(config.seed);
-        let (training, held_out) = split.train.hold_out(fraction, split_seed);
+        let (training, held_out) = split.train.hold_out(fraction, context.split_seed);
         let (train, test) = (Arc::new(data.train), Arc::new(data.test));
         let client_tests = match split.test {
             _ if fraction > 0.0 => Some(ClientTests {
@@ -808,11 +807,12 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// The training set of `data` split among the clients of `config` by `scheme`, each random
-/// choice drawn from the partition's stream.
+/// choice drawn from the partition's stream of `split_seed`.
 fn split_data(
     config: &ExperimentConfig,
     scheme: &PartitionChoice,
     data: &TrainTest,
+    split_seed: u64,
 ) -> Result<ClientSplit, Error> {
     let num_clients = config.federation.num_clients;
     let labels = data.train.labels();
@@ -829,8 +829,7 @@ fn split_data(
         num_clients,
         natural: data.natural.as_ref(),
     };
-    let seed = config.partition.seed_or(config.seed);
-    let split = scheme.split(&input, &mut stream(seed, Purpose::PARTITION, 0, 0))?;
+    let split = scheme.split(&input, &mut stream(split_seed, Purpose::PARTITION, 0, 0))?;
     if split.train.num_clients() != num_clients {
         return Err(PartitionError(format!(
             "the {:?} scheme split the data among {} clients; federation.num_clients is {num_clients}",

@@ -109,6 +109,7 @@ impl DataSource for Blobs {
 
     fn load(&self, params: &BlobsParams, context: &DataContext) -> Result<TrainTest, DataError> {
         let standard = |sd: f64| Normal::new(0.0, sd).expect("check allows no negative deviation");
+        let (shift, noise) = (standard(params.shift), standard(params.spread));
         let centres: Vec<f64> = standard(2.0)
             .sample_iter(stream(context.seed, CENTRES, 0, 0))
             .take(params.classes * params.features)
@@ -120,15 +121,12 @@ impl DataSource for Blobs {
         };
         for site in 0..context.num_clients {
             let rng = &mut stream(context.seed, SITE, 0, site as u32);
-            let offset: Vec<f64> = (0..params.features)
-                .map(|_| standard(params.shift).sample(rng))
-                .collect();
+            let offset: Vec<f64> = (0..params.features).map(|_| shift.sample(rng)).collect();
             let mut draw = |split: &mut Split, count: usize| -> Vec<usize> {
                 (0..count)
                     .map(|_| {
                         let class = rng.random_range(0..params.classes);
                         let centre = &centres[class * params.features..][..params.features];
-                        let noise = standard(params.spread);
                         let features = centre
                             .iter()
                             .zip(&offset)

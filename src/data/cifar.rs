@@ -70,10 +70,10 @@ impl DataSource for Cifar10Data {
     }
 
     fn load(&self, params: &ImageFiles, _: &DataContext) -> Result<TrainTest, DataError> {
-        let dir = params.dir.as_deref().ok_or_else(|| DataError::Io {
-            path: "data.dir".into(),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
+        let dir = params
+            .dir
+            .as_deref()
+            .expect("check requires a CIFAR-10 dir");
         Ok(params.augmented(load(dir, params.normalize)?))
     }
 }

@@ -79,18 +79,14 @@ pub(crate) const IMAGE_FILE_DOCS: &[(&str, &str)] = &[
 ];
 
 impl ImageFiles {
-    /// The augmentation `augment` asks for: the usual CIFAR recipe.
-    pub fn augmentation(&self) -> Option<Augmentation> {
-        self.augment.then_some(Augmentation {
-            crop_padding: 4,
-            flip: true,
-        })
-    }
-
-    /// `data` with the augmentation `augment` asks for applied to its training split.
+    /// `data` with the augmentation `augment` asks for (the usual CIFAR recipe) applied to
+    /// its training split.
     pub fn augmented(&self, mut data: TrainTest) -> TrainTest {
-        if let Some(augmentation) = self.augmentation() {
-            data.train = data.train.with_augmentation(augmentation);
+        if self.augment {
+            data.train = data.train.with_augmentation(Augmentation {
+                crop_padding: 4,
+                flip: true,
+            });
         }
         data
     }

@@ -58,21 +58,23 @@ pub trait Partitioner: Send + Sync + 'static {
     /// name: `["0.5"]` makes `dirichlet(0.5)`. By default every parameter as `name=value`.
     fn label(&self, params: &Self::Params) -> Vec<String> {
         match serde_json::to_value(params) {
-            Ok(serde_json::Value::Object(fields)) => fields
-                .iter()
-                .map(|(name, value)| format!("{name}={}", plain(value)))
-                .collect(),
+            Ok(serde_json::Value::Object(fields)) => named_label(&fields),
             _ => Vec::new(),
         }
     }
 }
 
-/// A JSON value as a label shows it: strings without their quotes.
-fn plain(value: &serde_json::Value) -> String {
-    match value {
+/// Parameters as a label shows them by default: every one as `name=value`, strings without
+/// their quotes.
+pub(crate) fn named_label(fields: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    let plain = |value: &serde_json::Value| match value {
         serde_json::Value::String(text) => text.clone(),
         other => other.to_string(),
-    }
+    };
+    fields
+        .iter()
+        .map(|(name, value)| format!("{name}={}", plain(value)))
+        .collect()
 }
 
 /// What a partition's rules may depend on besides its own parameters.

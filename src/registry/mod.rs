@@ -360,12 +360,8 @@ impl Registry {
                 .ok()?;
             Some(chosen.label())
         });
-        section.label(shown.unwrap_or_else(|| {
-            let fields = section.params.iter();
-            fields
-                .map(|(name, value)| format!("{name}={value}"))
-                .collect()
-        }))
+        section
+            .label(shown.unwrap_or_else(|| crate::data::partitioner::named_label(&section.params)))
     }
 }
 
