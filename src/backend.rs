@@ -1,10 +1,13 @@
 //! Which burn backend trains and evaluates, chosen at run time.
 
 use burn::tensor::Device;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The burn backends fedsim can run on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// burn-flex: the fast pure-Rust CPU backend.

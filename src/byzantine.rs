@@ -16,6 +16,7 @@
 
 use rand::seq::index;
 use rand_distr::{Distribution, Normal};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::config::check::{Problems, Validate};
@@ -27,8 +28,10 @@ const ATTACKERS: Purpose = Purpose::new("attackers");
 /// An attacker's Gaussian noise, per (round, edge round, client).
 const ATTACK_NOISE: Purpose = Purpose::new("attack-noise");
 
-/// The `byzantine` section of an experiment file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Byzantine clients: which clients attack, and how. The set is written to `attackers.json`
+/// before the first round, and to `summary.json`; every strategy of a comparison faces the
+/// same attackers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ByzantineConfig {
     /// Fraction of all clients that attack, drawn from the seed; give this or `clients`.
@@ -42,16 +45,17 @@ pub struct ByzantineConfig {
 }
 
 /// What an attacker does to its upload.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Attack {
-    /// Reverses its change, scaled by `scale`.
+    /// Sends `x - s (y - x)` for the global model `x` and its trained model `y`: its change
+    /// reversed and scaled by `s`.
     SignFlip {
-        /// The factor `s`; default 1.
+        /// The factor `s`.
         #[serde(default = "one")]
         scale: f64,
     },
-    /// Boosts its change by `scale`.
+    /// Sends `x + s (y - x)`: its change boosted by `s`.
     Scale {
         /// The factor `s`.
         scale: f64,
@@ -61,7 +65,7 @@ pub enum Attack {
         /// `σ`.
         std: f64,
     },
-    /// Trains on flipped labels.
+    /// Trains on flipped labels: `C - 1 - l` for each label `l` of `C` classes.
     LabelFlip,
 }
 

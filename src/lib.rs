@@ -3,13 +3,47 @@
 //! An upper server samples clients and aggregates their updates; optional middle schedulers
 //! relay or pre-aggregate their group's updates; client groups train the sampled clients in
 //! parallel on burn. The tiers are threads joined by flume links that count their traffic and
-//! charge it to a simulated clock.
-//! A run is a pure function of its experiment config. Start with [`registry::Registry`] (what
-//! an experiment file can name: the built-ins and a user's plug-ins), [`ExperimentConfig::load`],
-//! [`Experiment::prepare`] and [`Experiment::run`]; [`cli::main`] is the whole command line;
-//! `ARCHITECTURE.md` has the map.
+//! charge it to a simulated clock. A run is a pure function of its experiment config.
+//!
+//! As a library: read an experiment with the components a [`registry::Registry`] holds (the
+//! built-ins, and a user's plug-ins), prepare it (the data loaded and split), and run it into a
+//! run folder. Ten clients of the built-in breast-cancer table, under FedProx:
+//!
+//! ```
+//! use fedsim::output::{Progress, RunFolder};
+//! use fedsim::registry::Registry;
+//! use fedsim::stop::StopSignal;
+//! use fedsim::{Experiment, ExperimentConfig};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = Registry::builtin();
+//! let file = serde_json::json!({
+//!     "name": "breast-cancer",
+//!     "seed": 0,
+//!     "data": {"dataset": "breast-cancer"},
+//!     "partition": {"scheme": "dirichlet", "alpha": 0.5},
+//!     "model": "logistic",
+//!     "federation": {"num_clients": 10, "clients_per_round": 5, "rounds": 10},
+//!     "client": {"epochs": 2, "batch_size": 16, "lr": 0.05},
+//!     "strategy": {"name": "fedprox", "mu": 0.01}
+//! });
+//! let config = ExperimentConfig::from_value(file, "breast-cancer.json".as_ref(), &registry)?;
+//! let experiment = Experiment::prepare(config, &registry)?;
+//! let dir = tempfile::tempdir()?;
+//! let mut folder = RunFolder::create(&dir.path().join("run"))?;
+//! let result = experiment.run(&mut folder, &Progress::Silent, &StopSignal::new())?;
+//! assert_eq!(result.rounds.len(), 10);
+//! assert!(result.summary.final_accuracy > 0.9);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`cli::main`] is the whole command line, with a registry's components; the book in `docs/`
+//! (the tutorial, the guides and the reference: `mdbook serve docs`) says what each command and
+//! field does, and `ARCHITECTURE.md` maps the modules.
 
 #![warn(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod backend;
 pub mod byzantine;

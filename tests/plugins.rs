@@ -10,15 +10,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{metrics_without_timing, model_bytes, root, run_ok};
+use common::{metrics_without_timing, model_bytes, profile_dir, root, run_ok};
 use serde_json::Value;
-
-/// The folder this test's build put its binaries in (`target/release`, or `target/debug`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<this test>
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
 
 /// Runs the example `name` (built beside this test) with `args`.
 fn example(name: &str, args: &[&str]) -> Output {

@@ -65,7 +65,7 @@ fn fedsim_strategies() -> Vec<String> {
 #[test]
 fn fedsim_strategies_lists_the_registry_in_registration_order() {
     // The listing is the registry's, so a new built-in needs no edit here; the thirteen the
-    // README documents come first, in the order it gives them.
+    // README names come first, in its order.
     let registered: Vec<String> = fedsim::registry::Registry::builtin()
         .algorithms()
         .into_iter()

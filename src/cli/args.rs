@@ -51,6 +51,18 @@ pub enum Command {
     /// Data sets that do not ship inside fedsim.
     #[command(subcommand)]
     Data(DataCommand),
+    /// Write the reference pages the code defines (this command line, and the catalogues of
+    /// strategies, models, data sets and partition schemes with every registered component)
+    /// as Markdown files, for the book.
+    Reference {
+        /// Folder to write the pages into.
+        #[arg(
+            long,
+            value_name = "DIR",
+            default_value = "docs/src/reference/generated"
+        )]
+        out: PathBuf,
+    },
 }
 
 /// `fedsim data`'s commands.
@@ -107,9 +119,9 @@ pub fn parse_target(text: &str) -> Result<f64, String> {
 /// `fedsim sweep`'s arguments.
 #[derive(Args)]
 pub struct SweepArgs {
-    /// Sweep file (JSON); see the README's Sweeps section.
+    /// Sweep file (JSON); see the book's guide to sweeps (docs/src/how-to/sweeps.md).
     pub sweep: PathBuf,
-    /// Sweep folder [default: runs/<sweep name>].
+    /// Sweep folder [default: runs/NAME, after the sweep's name].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Experiments run at once; each gets an equal share of the cores as its workers.
@@ -130,14 +142,14 @@ pub struct SweepArgs {
 /// `fedsim run`'s arguments.
 #[derive(Args)]
 pub struct RunArgs {
-    /// Experiment file (JSON); see experiments/ and the README for the format.
+    /// Experiment file (JSON); see experiments/, and the book's reference for the format.
     #[arg(required_unless_present = "resume")]
     pub experiment: Option<PathBuf>,
     /// Override a field of the file, e.g. --set federation.rounds=5 --set client.lr=0.1
     /// (value read as JSON, or as a string if it is not JSON). Repeatable.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub overrides: Vec<String>,
-    /// Run folder to create [default: runs/<name>-<timestamp>].
+    /// Run folder to create [default: runs/NAME-TIMESTAMP, after the experiment's name].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Backend that trains; overrides the file's `backend`.
@@ -155,7 +167,7 @@ pub struct RunArgs {
 /// An experiment file and overrides of its fields.
 #[derive(Args)]
 pub struct ExperimentArgs {
-    /// Experiment file (JSON); see experiments/ and the README for the format.
+    /// Experiment file (JSON); see experiments/, and the book's reference for the format.
     pub experiment: PathBuf,
     /// Override a field of the file, e.g. --set federation.rounds=5 --set client.lr=0.1
     /// (value read as JSON, or as a string if it is not JSON). Repeatable.

@@ -18,6 +18,7 @@
 mod args;
 #[cfg(feature = "mpi")]
 mod over_mpi;
+pub mod reference;
 mod run;
 mod sweep;
 
@@ -83,6 +84,14 @@ pub fn main(registry: Registry) -> ExitCode {
             Ok(())
         }
         Command::Data(DataCommand::Fetch(args)) => fetch(&args),
+        Command::Reference { out } => reference::write_pages(&registry, &out)
+            .map(|()| {
+                say(format_args!(
+                    "wrote the reference pages to {}",
+                    out.display()
+                ))
+            })
+            .map_err(|e| (e.into(), None)),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,6 +8,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -36,19 +37,18 @@ use crate::backend::BackendKind;
 pub use crate::byzantine::ByzantineConfig;
 
 /// A whole experiment: data, model, federation, local training and evaluation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExperimentConfig {
     /// Short name; the run folder is `runs/<name>-<timestamp>`. Letters, digits, `-`, `_`, `.`.
     pub name: String,
-    /// The experiment seed; every random choice derives from it. Default 0.
+    /// The experiment seed; every random choice derives from it.
     #[serde(default)]
     pub seed: u64,
     /// The data set, any name `fedsim datasets` lists, with its parameters beside it
     /// (`{"dataset": "mnist"}`, `{"dataset": "csv", "file": "t.csv", "label": "y"}`).
     pub data: DataConfig,
     /// How the training set is split among clients, any scheme `fedsim schemes` lists.
-    /// Default: balanced IID.
     #[serde(default)]
     pub partition: PartitionConfig,
     /// The architecture, any name `fedsim models` lists: the name alone (`"cnn"`) for its
@@ -64,32 +64,33 @@ pub struct ExperimentConfig {
     /// 0.01}`).
     #[serde(default = "fedavg")]
     pub strategy: StrategyConfig,
-    /// The shape of the federation tree. Default: flat.
+    /// The shape of the federation tree.
     #[serde(default)]
     pub topology: TopologyConfig,
-    /// Simulated links and compute speeds, for the virtual clock. Default: instant.
+    /// Simulated links and compute speeds, for the virtual clock.
     #[serde(default)]
     pub network: NetworkConfig,
-    /// Sampled clients that drop out or miss the round's deadline. Default: none.
+    /// Sampled clients that drop out or miss the round's deadline.
     #[serde(default)]
     pub availability: AvailabilityConfig,
     /// Evaluation of the global model on the test set.
     #[serde(default)]
     pub eval: EvalConfig,
-    /// How often the run folder's checkpoint is brought up to date. Default: every round.
+    /// How often the run folder's checkpoint is brought up to date.
     #[serde(default)]
     pub checkpoint: CheckpointConfig,
-    /// The burn backend that trains: `"flex"` (default), `"ndarray"` or `"wgpu"`.
+    /// The burn backend that trains; `--backend` overrides it.
     #[serde(default)]
     pub backend: BackendKind,
-    /// Byzantine clients and their attack. Default: none.
+    /// Byzantine clients and their attack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub byzantine: Option<ByzantineConfig>,
-    /// Failures to inject into clients or schedulers, to exercise error handling. Default: none.
+    /// Failures to inject into clients or schedulers, to exercise error handling.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultConfig>,
-    /// Which MPI rank runs each scheduler and client group. Default: the rule in
-    /// [`PlacementConfig`]'s documentation; never changes results.
+    /// Which MPI rank runs each scheduler and client group, in a run over MPI; where a tier
+    /// runs never changes results. Without it, a fixed rule places them ([`PlacementConfig`]
+    /// gives it).
     #[serde(default, skip_serializing_if = "PlacementConfig::is_default")]
     pub placement: PlacementConfig,
 }
@@ -127,6 +128,29 @@ impl NamedSection {
             params: serde_json::Map::new(),
         }
     }
+}
+
+impl JsonSchema for NamedSection {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NamedSection".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        registered_section("name")
+    }
+}
+
+/// The schema of a section that names a registered component under `key`: the name alone, or
+/// an object with the name and the component's parameters (which the registry, not the
+/// schema, knows). `x-registered` tells the reference pages which key names it.
+pub(crate) fn registered_section(key: &str) -> schemars::Schema {
+    schemars::json_schema!({
+        "anyOf": [
+            { "type": "string" },
+            { "type": "object", "properties": { key: { "type": "string" } }, "required": [key] }
+        ],
+        "x-registered": key
+    })
 }
 
 /// The default `strategy` section.
@@ -194,6 +218,16 @@ impl DataConfig {
     }
 }
 
+impl JsonSchema for DataConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DataConfig".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        registered_section("dataset")
+    }
+}
+
 impl<'de> Deserialize<'de> for DataConfig {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let (dataset, params) = named_fields(Value::deserialize(deserializer)?, "dataset")
@@ -203,7 +237,7 @@ impl<'de> Deserialize<'de> for DataConfig {
 }
 
 /// Who takes part, and for how long.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FederationConfig {
     /// Number of clients the training set is split among.
@@ -212,9 +246,9 @@ pub struct FederationConfig {
     pub clients_per_round: usize,
     /// Number of communication rounds.
     pub rounds: u32,
-    /// Worker threads that train clients in parallel. Results do not depend on it.
-    /// Default: the number of cores.
+    /// Worker threads that train clients in parallel, 1 to 1024. Results do not depend on it.
     #[serde(default = "default_parallels")]
+    #[schemars(extend("x-default" = "the number of cores"))]
     pub num_parallels: usize,
 }
 
@@ -223,21 +257,21 @@ fn default_parallels() -> usize {
 }
 
 /// Local training: plain SGD, as in the FedAvg paper, with optional momentum and weight decay.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClientConfig {
-    /// Passes over the client's data per round. Default 1.
+    /// Passes over the client's data per round.
     #[serde(default = "one")]
     pub epochs: u32,
-    /// Samples per SGD step; a client's last batch may be smaller. Default 32.
+    /// Samples per SGD step; a client's last batch may be smaller.
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
     /// Learning rate; greater than 0.
     pub lr: f64,
-    /// Momentum factor in `[0, 1)` (PyTorch's convention, no dampening). Default 0.
+    /// Momentum factor in `[0, 1)` (PyTorch's convention, no dampening).
     #[serde(default)]
     pub momentum: f64,
-    /// L2 penalty added to the gradient; at least 0. Default 0.
+    /// L2 penalty added to the gradient; at least 0.
     #[serde(default)]
     pub weight_decay: f64,
     /// How much each client trains per round: `{"kind": "fixed"}` (`epochs` epochs, the
@@ -245,6 +279,7 @@ pub struct ClientConfig {
     /// round), or `{"kind": "fit_deadline"}` (as many steps as fit the client's speed within
     /// the round deadline, at most `epochs` epochs).
     #[serde(default, skip_serializing_if = "LocalWork::is_fixed")]
+    #[schemars(extend("default" = {"kind": "fixed"}))]
     pub work: LocalWork,
 }
 
@@ -257,20 +292,23 @@ fn default_batch_size() -> usize {
 }
 
 /// Evaluation of the global model on the test set.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvalConfig {
-    /// Evaluate after every `every` rounds, and always after the last. Default 1.
+    /// Evaluate after every `every` rounds, and always after the last.
     #[serde(default = "one")]
     pub every: u32,
-    /// Test samples per forward pass. Default 1000.
+    /// Test samples per forward pass.
     #[serde(default = "default_eval_batch")]
     pub batch_size: usize,
     /// Fraction of each client's samples held out (drawn from the seed) to evaluate the global
     /// model on every client, in `[0, 1)`. 0 (the default) evaluates on the test set only;
     /// above 0 the round records also give the mean, standard deviation, worst 10% and best
-    /// 10% of the clients' accuracies. Held-out samples are not trained on.
+    /// 10% of the clients' accuracies. Held-out samples are not trained on. At 0, a `natural`
+    /// partition of a data set whose clients have their own test samples (the synthetic set's
+    /// users, FEMNIST's writers, Shakespeare's roles) records the clients' accuracies on those.
     #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(extend("default" = 0.0))]
     pub client_test_fraction: f64,
 }
 
@@ -293,12 +331,12 @@ impl Default for EvalConfig {
 }
 
 /// Checkpoints, from which a killed or stopped run continues (`fedsim run --resume`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointConfig {
     /// Write the checkpoint after every `every` rounds (and after the last, and when the run
     /// is stopped). It holds the global model, so writing it costs about as much as one
-    /// downlink: little against a round. Default 1.
+    /// downlink: little against a round.
     #[serde(default = "one")]
     pub every: u32,
 }
@@ -310,7 +348,7 @@ impl Default for CheckpointConfig {
 }
 
 /// One injected failure: a client's training, or a scheduler's thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultConfig {
     /// Round in which the failure happens (from 1).
@@ -326,7 +364,7 @@ pub struct FaultConfig {
 }
 
 /// How an injected failure shows itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FaultKind {
     /// The code panics.

@@ -2,6 +2,7 @@
 
 use rand::RngExt;
 use rand_distr::{Distribution, LogNormal};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::check::{Problems, Validate};
@@ -10,7 +11,7 @@ use crate::seed::{Purpose, stream};
 
 /// The simulated network and compute speeds that drive the virtual clock. Everything defaults
 /// to instant: then every round takes zero simulated seconds.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkConfig {
     /// The link between the server and each scheduler (hierarchical topology only).
@@ -28,12 +29,12 @@ pub struct NetworkConfig {
 }
 
 /// A link profile for a few clients.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClientLinkOverride {
     /// The clients this profile applies to.
     pub clients: Vec<ClientId>,
-    /// Their one-way latency in milliseconds. Default 0.
+    /// Their one-way latency in milliseconds.
     #[serde(default)]
     pub latency_ms: f64,
     /// Their bandwidth in megabits per second; absent means unlimited.
@@ -53,7 +54,7 @@ impl ClientLinkOverride {
 
 /// Simulated training speed of each client, in samples per second (local epochs times the
 /// client's samples make the work of a round).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum ComputeConfig {
     /// Training takes no simulated time.

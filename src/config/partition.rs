@@ -59,6 +59,16 @@ impl PartitionConfig {
     }
 }
 
+impl schemars::JsonSchema for PartitionConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PartitionConfig".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        super::registered_section("scheme")
+    }
+}
+
 impl Serialize for PartitionConfig {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut fields = Map::new();

@@ -1,6 +1,7 @@
 //! The `placement` section: which process of a run over MPI hosts each scheduler and client
 //! group. Where a tier runs never changes a run's results, only how its work is spread.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::TopologyConfig;
@@ -14,7 +15,7 @@ use crate::network::ClientId;
 /// `K > 1` ranks, the flat topology splits its clients into `K - 1` groups (contiguously and
 /// evenly, at most one per client), group `g` on rank `g + 1`, and the hierarchical topology
 /// puts scheduler `i` and its group on rank `1 + i mod (K - 1)`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlacementConfig {
     /// The rank of each scheduler, in scheduler order (hierarchical topology only).

@@ -1,5 +1,6 @@
 //! The `topology` section: the shape of the federation tree.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::MAX_THREADS;
@@ -7,21 +8,23 @@ use super::check::{Problems, Validate};
 use crate::network::ClientId;
 
 /// The shape of the federation tree.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum TopologyConfig {
-    /// The server talks to all clients directly. (An empty struct variant, so that serde
-    /// rejects stray fields such as `{"kind": "flat", "mode": "relay"}`.)
+    /// The server talks to all clients directly.
+    // An empty struct variant, so that serde rejects stray fields such as
+    // `{"kind": "flat", "mode": "relay"}`.
     Flat {},
-    /// Middle schedulers (edge servers) stand between the server and groups of clients.
+    /// Middle schedulers (edge servers) stand between the server and groups of clients: relaying
+    /// gives the flat tree's model to the bit, aggregating sends one partial aggregate per
+    /// scheduler, where the algorithm's edge rule allows it.
     Hierarchical {
-        /// Number of schedulers, each with its own client group.
+        /// Number of schedulers, each with its own client group; at most 1024.
         schedulers: usize,
         /// What a scheduler sends up: every update (`"relay"`) or one partial aggregate per
         /// round (`"aggregate"`).
         mode: SchedulerMode,
         /// Edge aggregations a scheduler runs per round in aggregate mode (HierFAVG's κ₁).
-        /// Default 1.
         #[serde(default = "one")]
         edge_rounds: u32,
         /// Explicit client ids per scheduler; by default clients are split contiguously and
@@ -42,7 +45,7 @@ impl Default for TopologyConfig {
 }
 
 /// What a scheduler does with its clients' updates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SchedulerMode {
     /// Forward each update unchanged, as it arrives (FedLab's hierarchical mode).

@@ -4,6 +4,7 @@
 //! busiest ones.
 
 use rand::RngExt;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::check::{Problems, Validate};
@@ -13,7 +14,7 @@ use crate::seed::{Purpose, stream};
 const LOCAL_EPOCHS: Purpose = Purpose::new("local-epochs");
 
 /// The `client.work` setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum LocalWork {
     /// `client.epochs` epochs for every client (the default).

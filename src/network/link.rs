@@ -5,16 +5,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ClientId, Envelope, Message, NodeId};
 
 /// Latency and bandwidth of a simulated connection. Transfers do not slow each other down:
 /// each message costs `latency + size / bandwidth`, as if every connection were its own.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkProfile {
-    /// One-way latency in milliseconds. Default 0.
+    /// One-way latency in milliseconds.
     #[serde(default)]
     pub latency_ms: f64,
     /// Bandwidth in megabits per second; absent means unlimited.

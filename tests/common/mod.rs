@@ -131,3 +131,11 @@ pub fn write_cifar_files(dir: &Path, per_file: usize) {
         fs::write(dir.join(format!("{name}.bin")), bytes).unwrap();
     }
 }
+
+/// The folder this test's build put its binaries in (`target/release`, or `target/debug`),
+/// where `cargo test` also builds the examples (`examples/NAME`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<this test>
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
