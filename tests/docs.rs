@@ -1,5 +1,6 @@
 //! The book (`docs/`), the README and the other pages cannot rot:
 //!
+//! - the README is a front page, of at most 120 lines;
 //! - the reference pages the code writes (`fedsim reference`) are the committed ones;
 //! - `SUMMARY.md` lists every page of the book, and every page it lists exists;
 //! - every relative link and image resolves, anchors included, and the book links nothing
@@ -212,6 +213,13 @@ fn the_generated_reference_pages_are_what_the_code_writes() {
             page.file
         );
     }
+}
+
+#[test]
+fn the_readme_is_a_front_page_of_at_most_120_lines() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 120, "README.md has {lines} lines; the book holds the rest");
 }
 
 #[test]
