@@ -33,7 +33,8 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         assert!(passed.contains(&"relay equals flat"), "{passed:?}");
         checked.push((algorithm.name, passed.len()));
     }
-    assert_eq!(checked.len(), 14, "{checked:?}");
+    // Every registered algorithm, the thirteen built-ins and the example at least.
+    assert!(checked.len() >= 14, "{checked:?}");
     // Every built-in with a reduction in its file had it checked: FedProx, FedAvgM, SCAFFOLD,
     // FedNova, q-FFL and the trimmed mean.
     let reductions = registry

@@ -219,7 +219,10 @@ fn the_generated_reference_pages_are_what_the_code_writes() {
 fn the_readme_is_a_front_page_of_at_most_120_lines() {
     let readme = fs::read_to_string(root().join("README.md")).unwrap();
     let lines = readme.lines().count();
-    assert!(lines <= 120, "README.md has {lines} lines; the book holds the rest");
+    assert!(
+        lines <= 120,
+        "README.md has {lines} lines; the book holds the rest"
+    );
 }
 
 #[test]
