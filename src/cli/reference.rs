@@ -167,9 +167,12 @@ fn sentence(text: &mut String) {
 fn strategies(algorithms: &[AlgorithmInfo]) -> String {
     let mut out = String::new();
     for algorithm in algorithms {
-        let _ = write!(out, "### `{}`\n\n{}\n\n", algorithm.name, algorithm.paper);
-        out += &origin(&algorithm.origin);
-        out += &parameters(&algorithm.params);
+        out += &entry(
+            algorithm.name,
+            algorithm.paper,
+            &algorithm.origin,
+            &algorithm.params,
+        );
         let edge = match algorithm.edge {
             EdgeAggregation::Mean {
                 several_edge_rounds: true,
@@ -221,11 +224,24 @@ fn reduction_line(name: &str, reduction: &Reduction<serde_json::Map<String, Valu
 fn components(components: &[ComponentInfo]) -> String {
     let mut out = String::new();
     for component in components {
-        let _ = write!(out, "### `{}`\n\n{}\n\n", component.name, component.about);
-        out += &origin(&component.origin);
-        out += &parameters(&component.params);
+        out += &entry(
+            component.name,
+            component.about,
+            &component.origin,
+            &component.params,
+        );
     }
     out
+}
+
+/// A catalogue entry's heading, what it is, the crate that registered it (when not fedsim)
+/// and its parameters.
+fn entry(name: &str, about: &str, registered_by: &Origin, params: &[ParamInfo]) -> String {
+    format!(
+        "### `{name}`\n\n{about}\n\n{}{}",
+        origin(registered_by),
+        parameters(params)
+    )
 }
 
 /// Which crate registered a component, when it is not fedsim.
