@@ -37,7 +37,6 @@ use crate::backend::BackendKind;
 use crate::output::say;
 use crate::registry::{ParamInfo, Registry};
 use crate::stop::StopSignal;
-use crate::strategy::EdgeAggregation;
 use crate::{Error, Experiment, ExperimentConfig};
 
 /// The allocator the `fedsim` binary runs with: burn's CPU backend trains about twice as fast
@@ -169,19 +168,7 @@ fn strategies(registry: &Registry) -> String {
     for algorithm in registry.algorithms() {
         out += &format!("\n{}\n  paper: {}\n", algorithm.name, algorithm.paper);
         out += &origin_and_params(&algorithm.origin, &algorithm.params);
-        out += match algorithm.edge {
-            EdgeAggregation::Mean {
-                several_edge_rounds: true,
-                ..
-            } => "  aggregating schedulers: yes\n".to_string(),
-            EdgeAggregation::Mean { .. } => {
-                "  aggregating schedulers: yes, with 1 edge round\n".to_string()
-            }
-            EdgeAggregation::Unsupported(reason) => {
-                format!("  aggregating schedulers: no ({reason})\n")
-            }
-        }
-        .as_str();
+        out += &format!("  aggregating schedulers: {}\n", algorithm.edge.described());
     }
     out
 }

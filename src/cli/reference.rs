@@ -17,7 +17,7 @@ use super::Cli;
 use crate::ExperimentConfig;
 use crate::output::run_folder::WriteError;
 use crate::registry::{AlgorithmInfo, ComponentInfo, Origin, ParamInfo, Registry};
-use crate::strategy::{EdgeAggregation, Reduction};
+use crate::strategy::Reduction;
 
 /// The first line of every generated page.
 pub const GENERATED: &str =
@@ -121,7 +121,7 @@ fn argument_name(argument: &clap::Arg) -> String {
     }
 }
 
-/// An argument's help, with its choices, its default and whether it repeats.
+/// An argument's help, with its choices, its default and whether it is required.
 fn argument_help(argument: &clap::Arg) -> String {
     let takes_value = argument.get_num_args().is_none_or(|n| n.takes_values());
     let mut text = argument
@@ -173,14 +173,7 @@ fn strategies(algorithms: &[AlgorithmInfo]) -> String {
             &algorithm.origin,
             &algorithm.params,
         );
-        let edge = match algorithm.edge {
-            EdgeAggregation::Mean {
-                several_edge_rounds: true,
-                ..
-            } => "yes, with any number of edge rounds".to_string(),
-            EdgeAggregation::Mean { .. } => "yes, with one edge round".to_string(),
-            EdgeAggregation::Unsupported(reason) => format!("no: {reason}"),
-        };
+        let edge = algorithm.edge.described();
         let _ = write!(out, "Aggregating schedulers: {edge}.\n\n");
         for reduction in &algorithm.reductions {
             out += &reduction_line(algorithm.name, reduction);
@@ -451,14 +444,15 @@ impl Schema {
 
     /// A table row for the field at `path`.
     fn row(&self, path: &str, field: &Value, required: bool) -> String {
+        let nested = self.has_fields(field);
         let default = match (field.get("x-default"), field.get("default")) {
             (Some(Value::String(text)), _) => text.clone(),
-            (_, Some(_)) if self.has_fields(field) => "see its fields".to_string(),
+            (_, Some(_)) if nested => "see its fields".to_string(),
             (_, Some(default)) => format!("`{default}`"),
             _ if required => "required".to_string(),
             _ => "none".to_string(),
         };
-        let kind = if self.has_fields(field) {
+        let kind = if nested {
             format!("{} (below)", value_kind(field))
         } else {
             value_kind(field)
@@ -482,7 +476,7 @@ fn meaning(field: &Value) -> String {
     meaning.trim().to_string()
 }
 
-/// A schema's properties, in the order the type declares them.
+/// A schema's properties, in name order (serde_json's maps keep keys sorted).
 fn properties(value: &Value) -> Vec<(&str, &Value)> {
     value
         .get("properties")

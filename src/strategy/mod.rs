@@ -412,6 +412,19 @@ impl EdgeAggregation {
     pub const ROBUST: EdgeAggregation = EdgeAggregation::Unsupported(
         "a robust rule must see every client's update: use topology.mode \"relay\"",
     );
+
+    /// Whether aggregating schedulers may run the algorithm, as `fedsim strategies` and the
+    /// reference pages say it: `yes`, `yes, with 1 edge round` or `no (why)`.
+    pub fn described(&self) -> String {
+        match self {
+            EdgeAggregation::Mean {
+                several_edge_rounds: true,
+                ..
+            } => "yes".to_string(),
+            EdgeAggregation::Mean { .. } => "yes, with 1 edge round".to_string(),
+            EdgeAggregation::Unsupported(reason) => format!("no ({reason})"),
+        }
+    }
 }
 
 /// The sums a scheduler folds its group's updates into: the sample-weighted mean of the
