@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::network::{ClientId, Tensors};
+use crate::topology::InFlightState;
 
 const MAGIC: &[u8; 8] = b"FEDSIMCK";
 
@@ -178,6 +179,9 @@ pub struct RunState {
     pub strategy_state: Tensors,
     /// The state of every client that has one, in id order.
     pub client_states: Vec<(ClientId, Tensors)>,
+    /// In an asynchronous federation, the dispatches so far and the clients in flight after
+    /// that step.
+    pub in_flight: Option<(u32, Vec<InFlightState>)>,
 }
 
 /// The `progress` section.
@@ -212,6 +216,9 @@ impl RunState {
             clients.extend_from_slice(&bytes);
         }
         sections.insert("client_states", clients);
+        if let Some((dispatches, flights)) = &self.in_flight {
+            sections.insert("in_flight", in_flight_bytes(*dispatches, flights));
+        }
         sections.to_bytes()
     }
 
@@ -233,6 +240,7 @@ impl RunState {
             Tensors::from_bytes(sections.get("strategy_state").unwrap_or_default())
                 .ok_or_else(|| CheckpointError("the strategy_state section is malformed".into()))?;
         let client_states = client_states(sections.get("client_states").unwrap_or_default())?;
+        let in_flight = sections.get("in_flight").map(in_flight).transpose()?;
         Ok(RunState {
             config,
             partition_sha256: progress.partition_sha256,
@@ -244,8 +252,75 @@ impl RunState {
                 .collect(),
             strategy_state,
             client_states,
+            in_flight,
         })
     }
+}
+
+/// The `in_flight` section: the dispatch count (u32) and the number of clients in flight
+/// (u32), then per client its dispatch (u32), id (u64), version (u32), dispatch time (the
+/// f64's bits, u64), the model it was sent (u64 count, then the f32 values, little-endian), and
+/// its state (u64 length, 0 for none, then the tensors). A model shared by several clients is
+/// written once per client: at most `concurrency` copies.
+fn in_flight_bytes(dispatches: u32, flights: &[InFlightState]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&dispatches.to_le_bytes());
+    let count = u32::try_from(flights.len()).expect("fewer than 2^32 clients in flight");
+    out.extend_from_slice(&count.to_le_bytes());
+    for flight in flights {
+        out.extend_from_slice(&flight.dispatch.to_le_bytes());
+        out.extend_from_slice(&(flight.client as u64).to_le_bytes());
+        out.extend_from_slice(&flight.version.to_le_bytes());
+        out.extend_from_slice(&flight.sent_at.to_bits().to_le_bytes());
+        out.extend_from_slice(&(flight.model.len() as u64).to_le_bytes());
+        out.extend(flight.model.iter().flat_map(|v| v.to_le_bytes()));
+        let state = flight
+            .state
+            .as_ref()
+            .map(Tensors::to_bytes)
+            .unwrap_or_default();
+        out.extend_from_slice(&(state.len() as u64).to_le_bytes());
+        out.extend_from_slice(&state);
+    }
+    out
+}
+
+/// Reads what [`in_flight_bytes`] wrote.
+fn in_flight(bytes: &[u8]) -> Result<(u32, Vec<InFlightState>), CheckpointError> {
+    let malformed = || CheckpointError("the in_flight section is malformed".into());
+    let mut reader = Reader { rest: bytes };
+    let dispatches = reader.u32()?;
+    let count = reader.u32()?;
+    let mut flights = Vec::new();
+    for _ in 0..count {
+        let dispatch = reader.u32()?;
+        let client = usize::try_from(reader.u64()?).map_err(|_| malformed())?;
+        let version = reader.u32()?;
+        let sent_at = f64::from_bits(reader.u64()?);
+        let values = usize::try_from(reader.u64()?).map_err(|_| malformed())?;
+        let model: Vec<f32> = reader
+            .take(values.checked_mul(4).ok_or_else(malformed)?)?
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let state_len = usize::try_from(reader.u64()?).map_err(|_| malformed())?;
+        let state = match state_len {
+            0 => None,
+            len => Some(Tensors::from_bytes(reader.take(len)?).ok_or_else(malformed)?),
+        };
+        flights.push(InFlightState {
+            dispatch,
+            client,
+            version,
+            sent_at,
+            model: model.into(),
+            state,
+        });
+    }
+    if !reader.rest.is_empty() {
+        return Err(malformed());
+    }
+    Ok((dispatches, flights))
 }
 
 /// Reads the `client_states` section: per client, its id (u64), the length of its state
@@ -280,6 +355,17 @@ mod tests {
             model: vec![1.5, -0.0, f32::MIN_POSITIVE, 3.25],
             strategy_state: Tensors::new().with("m", vec![0.5]).with("v", vec![2.0]),
             client_states: vec![(4, Tensors::new().with("control", vec![-1.0, 7.0]))],
+            in_flight: Some((
+                9,
+                vec![InFlightState {
+                    dispatch: 8,
+                    client: 2,
+                    version: 6,
+                    sent_at: 0.1 + 0.7,
+                    model: vec![0.5, -2.0].into(),
+                    state: Some(Tensors::new().with("h", vec![1.0])),
+                }],
+            )),
         }
     }
 

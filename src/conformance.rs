@@ -25,6 +25,13 @@
 //! - every reduction the algorithm declares ([`crate::strategy::Algorithm::reductions`])
 //!   gives the other algorithm's model and records (but for traffic and the algorithms' own
 //!   metrics) to the bit.
+//!
+//! An algorithm with an asynchronous half ([`crate::strategy::Algorithm::asynchronous`]) is
+//! checked again in an asynchronous federation (10 of its 13 clients in flight, log-normal speeds, so that
+//! answers overtake each other): it runs flat; relaying equals flat; one worker equals two; a
+//! stopped run resumes to the same bits (its clients in flight went through the checkpoint);
+//! aggregating schedulers are refused; and a failing client ends the run, flat and relayed
+//! alike, naming the same client.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -62,6 +69,7 @@ pub fn check(
         registry,
         algorithm,
         scratch: scratch.join(algorithm),
+        mode: &[],
     };
     let info = registry.algorithm(algorithm).ok_or_else(|| {
         kit.breach(
@@ -106,22 +114,37 @@ pub fn check(
 
     let sampled = &flat.rounds[FAILING_ROUND as usize - 1].clients;
     let first = *sampled.iter().min().expect("a round samples clients");
+    let failing = (RELAY, &[FAILING_ROUND][..]);
     kit.fails(
         "a failing client ends a relayed run",
         "failing-relay",
-        RELAY,
-        first,
+        failing,
+        Some((FAILING_ROUND, first)),
     )?;
     passed.push("a failing client ends a relayed run");
     if let Some(aggregate) = &aggregate {
         let check = "a failing client ends an aggregated run";
-        kit.fails(check, "failing-aggregate", aggregate, first)?;
+        let failing = (aggregate.as_str(), &[FAILING_ROUND][..]);
+        kit.fails(
+            check,
+            "failing-aggregate",
+            failing,
+            Some((FAILING_ROUND, first)),
+        )?;
         passed.push(check);
     }
 
     for index in 0..info.reductions.len() {
         kit.reduction(index)?;
         passed.push("a declared reduction holds");
+    }
+    if info.asynchronous {
+        let kit = Kit {
+            mode: ASYNCHRONOUS,
+            scratch: kit.scratch.join("asynchronous"),
+            ..kit
+        };
+        passed.extend(kit.asynchronous()?);
     }
     Ok(passed)
 }
@@ -137,12 +160,21 @@ pub fn reduction(
         registry,
         algorithm,
         scratch: scratch.join(algorithm),
+        mode: &[],
     };
     kit.reduction(index)
 }
 
 /// The round whose clients fail in the failure checks.
 const FAILING_ROUND: u32 = 2;
+
+/// An asynchronous federation of the kit's clients (10 in flight (FedBuff's default buffer),
+/// of speeds spread widely).
+const ASYNCHRONOUS: &[&str] = &[
+    "federation.clients_per_round=null",
+    r#"asynchronous={"concurrency":10}"#,
+    r#"network.compute={"kind":"lognormal","median":100,"sigma":1}"#,
+];
 
 /// Two relaying schedulers.
 const RELAY: &str = r#"topology={"kind":"hierarchical","schedulers":2,"mode":"relay"}"#;
@@ -177,6 +209,8 @@ struct Kit<'a> {
     registry: &'a Registry,
     algorithm: &'a str,
     scratch: PathBuf,
+    /// Settings every run of the kit takes first: none, or the asynchronous federation's.
+    mode: &'a [&'a str],
 }
 
 impl Kit<'_> {
@@ -190,8 +224,10 @@ impl Kit<'_> {
 
     /// The kit's experiment with `sets`, loaded as a file would be.
     fn config(&self, sets: &[&str]) -> Result<ExperimentConfig, Error> {
-        let overrides = sets
+        let overrides = self
+            .mode
             .iter()
+            .chain(sets)
             .map(|text| Override::parse(text))
             .collect::<Result<Vec<_>, _>>()?;
         let path = self.scratch.join("experiment.json");
@@ -323,18 +359,62 @@ impl Kit<'_> {
         ))
     }
 
-    /// Checks that, every client failing in [`FAILING_ROUND`], the run `name` under `topology`
-    /// ends naming `first`, the lowest sampled client.
+    /// The checks of an asynchronous federation (see the module documentation).
+    fn asynchronous(&self) -> Result<Vec<&'static str>, Nonconformance> {
+        let _ = fs::remove_dir_all(&self.scratch);
+        let mut passed = Vec::new();
+        let flat = self.finish("flat", &[])?;
+        passed.push("runs asynchronously");
+        let relay = self.finish("relay", &[RELAY])?;
+        self.same(
+            "asynchronous relay equals flat",
+            &relay,
+            &flat,
+            &["traffic"],
+        )?;
+        passed.push("asynchronous relay equals flat");
+        let serial = self.finish("one-worker", &["federation.num_parallels=1"])?;
+        self.same("asynchronous: one worker equals two", &serial, &flat, &[])?;
+        passed.push("asynchronous: one worker equals two");
+        self.refused(
+            "asynchronous: aggregating schedulers refused",
+            &aggregate(1),
+            "an asynchronous federation runs flat or under relaying schedulers",
+        )?;
+        passed.push("asynchronous: aggregating schedulers refused");
+        self.resumes(&flat)?;
+        passed.push("a stopped asynchronous run resumes to the same bits");
+        // Every first dispatch fails, so the first answer on the clock is a failure.
+        let check = "a failing client ends an asynchronous run";
+        let first_dispatches: Vec<u32> = (1..=10).collect();
+        let flat = "topology={\"kind\":\"flat\"}";
+        let failing = self.fails(check, "failing-flat", (flat, &first_dispatches), None)?;
+        self.fails(
+            check,
+            "failing-relay",
+            (RELAY, &first_dispatches),
+            Some(failing),
+        )?;
+        passed.push(check);
+        Ok(passed)
+    }
+
+    /// Checks that, every client failing in `rounds`, the run `name` under `topology` ends
+    /// naming `expected` (round and client), or any one if `expected` is `None`; returns the
+    /// round and client named.
     fn fails(
         &self,
         check: &'static str,
         name: &str,
-        topology: &str,
-        first: usize,
-    ) -> Result<(), Nonconformance> {
-        let faults: Vec<String> = (0..13)
-            .map(|client| {
-                format!(r#"{{"round":{FAILING_ROUND},"client":{client},"kind":"error"}}"#)
+        (topology, rounds): (&str, &[u32]),
+        expected: Option<(u32, usize)>,
+    ) -> Result<(u32, usize), Nonconformance> {
+        let faults: Vec<String> = rounds
+            .iter()
+            .flat_map(|round| {
+                (0..13).map(move |client| {
+                    format!(r#"{{"round":{round},"client":{client},"kind":"error"}}"#)
+                })
             })
             .collect();
         let faults = format!("faults=[{}]", faults.join(","));
@@ -345,9 +425,9 @@ impl Kit<'_> {
             &StopSignal::new(),
         ) {
             Err(Error::Federation(FederationError::ClientFailed { round, client, .. }))
-                if round == FAILING_ROUND && client == first =>
+                if expected.is_none_or(|named| named == (round, client)) =>
             {
-                Ok(())
+                Ok((round, client))
             }
             Err(error) => Err(self.breach(check, format!("ended with: {error}"))),
             Ok(_) => Err(self.breach(check, "the run finished".into())),

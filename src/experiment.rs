@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::Error;
+use crate::availability::Availability;
 use crate::checkpoint::RunState;
 use crate::config::ExperimentConfig;
 use crate::config::Placement;
@@ -22,9 +23,10 @@ use crate::registry::{
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
-use crate::strategy::{Setting, Strategy};
+use crate::strategy::{ServerHalf, Setting};
 use crate::topology::{
-    self, EvaluationPlan, FederationError, GroupSetup, InProcess, Plan, ServerSetup, Spread, Start,
+    self, AsyncSetup, ClientConditions, EvaluationPlan, FederationError, GroupSetup, InFlightState,
+    InProcess, Plan, ServerSetup, Spread, Start,
 };
 use crate::training::{ClientTests, TestEvaluator};
 use crate::training::{InjectedFaults, Trainer, TrainerSetup};
@@ -56,6 +58,8 @@ pub struct Experiment {
     client_tests: Option<ClientTests>,
     /// The data files read, for the manifest.
     files: Vec<DataFile>,
+    /// When each client is online.
+    availability: Arc<Availability>,
 }
 
 /// Where a run shows its rounds and what stops it.
@@ -69,7 +73,7 @@ struct Watch<'a> {
 /// that holds, and the records of the rounds played.
 struct Standing {
     state: RunState,
-    strategy: Box<dyn Strategy>,
+    strategy: ServerHalf,
     records: Vec<RoundRecord>,
 }
 
@@ -78,7 +82,9 @@ struct Standing {
 struct ServerStart {
     start: Start,
     model: Vec<f32>,
-    strategy: Box<dyn Strategy>,
+    strategy: ServerHalf,
+    /// In an asynchronous federation, the dispatches and clients in flight to resume from.
+    in_flight: Option<(u32, Vec<InFlightState>)>,
 }
 
 /// What a finished run returns besides its files.
@@ -105,6 +111,14 @@ impl Experiment {
         let scheme = registry
             .choose_partition(&config.partition, None, &split)
             .map_err(registry::invalid_in_code)?;
+        let num_clients = config.federation.num_clients;
+        let availability = config
+            .availability
+            .online
+            .load(config.seed, num_clients)
+            .map_err(|(field, message)| {
+                registry::invalid_in_code(vec![(format!("availability.online.{field}"), message)])
+            })?;
         let data = data_set.load(&context)?;
         // Arrays may hold images or rows: only now is it known whether the model fits them
         // (for the other data sets, validation has told).
@@ -147,6 +161,7 @@ impl Experiment {
             training: Arc::new(training),
             client_tests,
             files: data.files,
+            availability: Arc::new(availability),
         })
     }
 
@@ -239,6 +254,7 @@ impl Experiment {
             model,
             strategy_state: strategy.state(),
             client_states: Vec::new(),
+            in_flight: None,
         };
         folder.checkpoint(&start)?;
         let standing = Standing {
@@ -257,6 +273,7 @@ impl Experiment {
             start: Start::default(),
             model: Vec::new(),
             strategy: self.strategy(),
+            in_flight: None,
         };
         let plan = self.plan(server, &states, stop, &spread.placement);
         let trainer = self.trainer(&states, stop)?;
@@ -298,15 +315,13 @@ impl Experiment {
 
     /// What the algorithm's halves are built for.
     fn setting(&self) -> Setting<'_> {
-        Setting {
-            client: &self.config.client,
-            federation: &self.config.federation,
-        }
+        Setting::of(&self.config)
     }
 
     /// The server half of the experiment's algorithm, as it starts.
-    fn strategy(&self) -> Box<dyn Strategy> {
-        self.algorithm.server(&self.setting(), self.layout().len())
+    fn strategy(&self) -> ServerHalf {
+        self.algorithm
+            .server_half(&self.setting(), self.layout().len())
     }
 
     /// Plays the rounds after the one the run stands at, showing each on `watch.progress`.
@@ -332,6 +347,7 @@ impl Experiment {
             },
             model: state.model.clone(),
             strategy,
+            in_flight: state.in_flight.clone(),
         };
         let states = Arc::new(ClientStates::new(config.federation.num_clients));
         states.restore(&state.client_states);
@@ -351,6 +367,7 @@ impl Experiment {
                 model: end.model,
                 strategy_state: end.strategy_state,
                 client_states: end.client_states,
+                in_flight: end.in_flight,
             });
             // The last round's checkpoint waits for the summary: a run whose checkpoint says
             // it is finished has all its files.
@@ -445,20 +462,27 @@ impl Experiment {
             start,
             model,
             strategy,
+            in_flight,
         } = server;
         let config = &self.config;
         let server = ServerSetup {
             seed: config.seed,
             rounds: config.federation.rounds,
-            clients_per_round: config.federation.clients_per_round,
+            clients_per_round: config.federation.clients_per_round.unwrap_or_default(),
             deadline_s: config.availability.deadline_s,
             on_client_failure: config.availability.on_client_failure,
             start,
             initial_model: model,
             strategy,
+            asynchronous: config.asynchronous.map(|a| AsyncSetup {
+                concurrency: a.concurrency,
+                resume: in_flight,
+            }),
+            availability: self.availability.clone(),
             client_states: states.clone(),
             evaluation: Some(EvaluationPlan {
                 every: config.eval.every,
+                every_s: config.eval.every_s,
                 evaluator: Box::new(TestEvaluator {
                     test_data: self.test.clone(),
                     batch_size: config.eval.batch_size,
@@ -475,13 +499,17 @@ impl Experiment {
                 .speeds(config.seed, config.federation.num_clients),
         );
         let num_samples: Vec<usize> = self.training.clients.iter().map(Vec::len).collect();
+        let conditions = ClientConditions {
+            seed: config.seed,
+            dropout: config.availability.dropout,
+            work: config.work_plan(),
+            speeds,
+            availability: self.availability.clone(),
+        };
         let groups = GroupSetup::for_parts(
             placement.client_groups(&config.topology, config.federation.num_clients),
             &num_samples,
-            config.seed,
-            config.availability.dropout,
-            config.work_plan(),
-            speeds,
+            &conditions,
         );
         let mut scheduler_panics: HashMap<usize, Vec<u32>> = HashMap::new();
         for fault in &config.faults {
@@ -509,7 +537,7 @@ pub struct Resumable {
     experiment: Experiment,
     saved: Saved,
     manifest: Manifest,
-    strategy: Box<dyn Strategy>,
+    strategy: ServerHalf,
 }
 
 impl Resumable {
@@ -741,6 +769,7 @@ struct Advance {
     model: Arc<[f32]>,
     strategy_state: Tensors,
     client_states: Vec<(ClientId, Tensors)>,
+    in_flight: Option<(u32, Vec<InFlightState>)>,
 }
 
 impl RunState {
@@ -752,6 +781,7 @@ impl RunState {
             self.model = advance.model.to_vec();
             self.strategy_state = advance.strategy_state;
             self.client_states = advance.client_states;
+            self.in_flight = advance.in_flight;
         }
     }
 }

@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+pub mod availability;
 pub mod backend;
 pub mod byzantine;
 pub mod checkpoint;

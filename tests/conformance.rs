@@ -1,7 +1,7 @@
 //! The conformance kit over every registered algorithm, the built-ins and the example plug-in
 //! alike: each runs flat, relayed and (where allowed) aggregated, relay equals flat, workers do
 //! not change results, a stopped run resumes to the same bits, failures end runs by name, and
-//! every declared reduction holds.
+//! every declared reduction holds; the asynchronous algorithms keep them asynchronously too.
 
 #[path = "../examples/custom_strategy/fedexp.rs"]
 mod fedexp;
@@ -31,18 +31,28 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         let passed = conformance::check(&registry, algorithm.name, scratch.path())
             .unwrap_or_else(|breach| panic!("{breach}"));
         assert!(passed.contains(&"relay equals flat"), "{passed:?}");
+        let resumed_asynchronously =
+            passed.contains(&"a stopped asynchronous run resumes to the same bits");
+        assert_eq!(resumed_asynchronously, algorithm.asynchronous, "{passed:?}");
         checked.push((algorithm.name, passed.len()));
     }
-    // Every registered algorithm, the thirteen built-ins and the example at least.
-    assert!(checked.len() >= 14, "{checked:?}");
+    // Every registered algorithm, the fifteen built-ins and the example at least.
+    assert!(checked.len() >= 16, "{checked:?}");
+    let asynchronous: Vec<&str> = registry
+        .algorithms()
+        .iter()
+        .filter(|a| a.asynchronous)
+        .map(|a| a.name)
+        .collect();
+    assert_eq!(asynchronous, ["fedasync", "fedbuff"]);
     // Every built-in with a reduction in its file had it checked: FedProx, FedAvgM, SCAFFOLD,
-    // FedNova, q-FFL and the trimmed mean.
+    // FedNova, q-FFL, the trimmed mean and FedAsync.
     let reductions = registry
         .algorithms()
         .iter()
         .filter(|a| !a.reductions.is_empty())
         .count();
-    assert_eq!(reductions, 6);
+    assert_eq!(reductions, 7);
 }
 
 /// A plug-in that breaks a promise: FedAvg whose server steps by `1 / t` in its `t`-th round,

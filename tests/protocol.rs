@@ -10,19 +10,23 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fedsim::availability::Availability;
 use fedsim::config::{
-    FailurePolicy, FaultConfig, FaultKind, NetworkConfig, SchedulerMode, TopologyConfig, WorkPlan,
+    FailurePolicy, FaultConfig, FaultKind, NetworkConfig, SchedulerMode, TopologyConfig,
 };
 use fedsim::network::{ClientId, DropReason, LinkProfile, Message, NodeId, Tensors, Update};
 use fedsim::output::RoundRecord;
 use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{
-    Aggregate, Collected, EdgeAggregation, FedAvgServer, Reads, Round, Strategy as Aggregation,
+    Aggregate, Collected, EdgeAggregation, FedAvgServer, Reads, Round, ServerHalf,
+    Strategy as Aggregation,
 };
 use fedsim::topology::client_group::drops_out;
 use fedsim::topology::server::sample;
-use fedsim::topology::{self, FederationError, GroupSetup, Plan, ServerSetup, Start};
+use fedsim::topology::{
+    self, ClientConditions, FederationError, GroupSetup, Plan, ServerSetup, Start,
+};
 use fedsim::training::{
     Answer, ClientFailure, ClientTrainer, Done, EchoTrainer, InjectedFaults, Job,
 };
@@ -185,14 +189,13 @@ impl Case {
     }
 
     fn plan(&self, strategy: Box<dyn Aggregation>, stop: StopSignal) -> Plan {
-        let groups = GroupSetup::for_parts(
-            self.parts(),
-            &self.num_samples(),
-            self.seed,
-            self.dropout,
-            WorkPlan::fixed(1, 32),
-            Arc::new(self.speeds.clone()),
-        );
+        let conditions = ClientConditions {
+            seed: self.seed,
+            dropout: self.dropout,
+            speeds: Arc::new(self.speeds.clone()),
+            ..ClientConditions::instant(self.num_clients)
+        };
+        let groups = GroupSetup::for_parts(self.parts(), &self.num_samples(), &conditions);
         let mut scheduler_panics = HashMap::<usize, Vec<u32>>::new();
         for &(round, scheduler) in &self.scheduler_panics {
             scheduler_panics.entry(scheduler).or_default().push(round);
@@ -210,7 +213,9 @@ impl Case {
                 on_client_failure: self.policy,
                 start: Start::default(),
                 initial_model: vec![0.25; PARAMS],
-                strategy,
+                strategy: ServerHalf::Rounds(strategy),
+                asynchronous: None,
+                availability: Arc::new(Availability::always()),
                 client_states: Arc::new(ClientStates::new(self.num_clients)),
                 evaluation: None,
             },

@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use fedsim::availability::Availability;
 use fedsim::backend::BackendKind;
 use fedsim::config::ModelConfig;
-use fedsim::config::{ClientConfig, FailurePolicy, NetworkConfig, TopologyConfig, WorkPlan};
+use fedsim::config::{ClientConfig, FailurePolicy, NetworkConfig, TopologyConfig};
 use fedsim::data::mnist::MNIST;
 use fedsim::data::partition::Partition;
 use fedsim::data::{Dataset, Normalization, TrainTest};
@@ -16,8 +17,8 @@ use fedsim::registry::{ModelChoice, Registry};
 use fedsim::seed::{Purpose, stream};
 use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
-use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient};
-use fedsim::topology::{self, GroupSetup, Plan, ServerSetup, Start};
+use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient, ServerHalf};
+use fedsim::topology::{self, ClientConditions, GroupSetup, Plan, ServerSetup, Start};
 use fedsim::training::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
 
 /// Samples each benchmark client holds: one epoch is 19 steps of batch 32.
@@ -114,14 +115,7 @@ pub fn plan(
     model: Vec<f32>,
 ) -> Plan {
     let clients = num_samples.len();
-    let groups = GroupSetup::for_parts(
-        parts,
-        num_samples,
-        0,
-        0.0,
-        WorkPlan::fixed(1, 32),
-        Arc::new(vec![f64::INFINITY; clients]),
-    );
+    let groups = GroupSetup::for_parts(parts, num_samples, &ClientConditions::instant(clients));
     Plan {
         server: ServerSetup {
             seed: 0,
@@ -131,7 +125,9 @@ pub fn plan(
             on_client_failure: FailurePolicy::Abort,
             start: Start::default(),
             initial_model: model,
-            strategy: Box::new(FedAvgServer),
+            strategy: ServerHalf::Rounds(Box::new(FedAvgServer)),
+            asynchronous: None,
+            availability: Arc::new(Availability::always()),
             client_states: Arc::new(ClientStates::new(clients)),
             evaluation: None,
         },

@@ -169,6 +169,10 @@ fn strategies(registry: &Registry) -> String {
         out += &format!("\n{}\n  paper: {}\n", algorithm.name, algorithm.paper);
         out += &origin_and_params(&algorithm.origin, &algorithm.params);
         out += &format!("  aggregating schedulers: {}\n", algorithm.edge.described());
+        out += &format!(
+            "  asynchronous federations: {}\n",
+            algorithm.asynchrony_described()
+        );
     }
     out
 }

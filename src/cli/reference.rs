@@ -175,6 +175,8 @@ fn strategies(algorithms: &[AlgorithmInfo]) -> String {
         );
         let edge = algorithm.edge.described();
         let _ = write!(out, "Aggregating schedulers: {edge}.\n\n");
+        let asynchronous = algorithm.asynchrony_described();
+        let _ = write!(out, "Asynchronous federations: {asynchronous}.\n\n");
         for reduction in &algorithm.reductions {
             out += &reduction_line(algorithm.name, reduction);
         }

@@ -72,12 +72,19 @@ impl Job {
             .unwrap_or_else(|| RunFolder::default_dir(&experiment.config().name));
         let run = Run::new(experiment, &dir).map_err(|e| (e, None))?;
         let config = run.experiment().config();
+        let pace = match (config.asynchronous, config.federation.clients_per_round) {
+            (Some(asynchronous), _) => format!("{} at a time", asynchronous.concurrency),
+            (None, per_round) => format!("{} per round", per_round.unwrap_or_default()),
+        };
+        let steps = match config.asynchronous {
+            Some(_) => "server steps",
+            None => "rounds",
+        };
         say(format_args!(
-            "{}: {} model, {} clients ({} per round), {} rounds on {}; results in {}",
+            "{}: {} model, {} clients ({pace}), {} {steps} on {}; results in {}",
             config.name,
             config.model.name,
             config.federation.num_clients,
-            config.federation.clients_per_round,
             config.federation.rounds,
             config.backend.name(),
             dir.display()

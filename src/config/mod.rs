@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod asynchronous;
 mod availability;
 pub mod check;
 mod hints;
@@ -26,7 +27,8 @@ use check::{Problems, Validate};
 pub(crate) use hints::explain;
 pub use overrides::Override;
 
-pub use availability::{AvailabilityConfig, FailurePolicy};
+pub use asynchronous::AsynchronousConfig;
+pub use availability::{AvailabilityConfig, FailurePolicy, OnlineConfig};
 pub use network::{ClientLinkOverride, ComputeConfig, NetworkConfig};
 pub use partition::PartitionConfig;
 pub use placement::{Placement, PlacementConfig};
@@ -70,7 +72,11 @@ pub struct ExperimentConfig {
     /// Simulated links and compute speeds, for the virtual clock.
     #[serde(default)]
     pub network: NetworkConfig,
-    /// Sampled clients that drop out or miss the round's deadline.
+    /// An asynchronous federation, without rounds; absent, the server runs synchronous rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asynchronous: Option<AsynchronousConfig>,
+    /// When clients are online, and sampled clients that drop out or miss the round's
+    /// deadline.
     #[serde(default)]
     pub availability: AvailabilityConfig,
     /// Evaluation of the global model on the test set.
@@ -242,9 +248,12 @@ impl<'de> Deserialize<'de> for DataConfig {
 pub struct FederationConfig {
     /// Number of clients the training set is split among.
     pub num_clients: usize,
-    /// Clients the server samples (without replacement) each round; at most `num_clients`.
-    pub clients_per_round: usize,
-    /// Number of communication rounds.
+    /// Clients the server samples (without replacement) each round, 1 to `num_clients`; required
+    /// in rounds, left out in an asynchronous federation (`asynchronous.concurrency` instead).
+    /// Only online clients are sampled: fewer when fewer are online.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients_per_round: Option<usize>,
+    /// Number of communication rounds (server steps, in an asynchronous federation).
     pub rounds: u32,
     /// Worker threads that train clients in parallel, 1 to 1024. Results do not depend on it.
     #[serde(default = "default_parallels")]
@@ -295,9 +304,15 @@ fn default_batch_size() -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvalConfig {
-    /// Evaluate after every `every` rounds, and always after the last.
+    /// Evaluate after every `every` rounds (server steps, in an asynchronous federation), and
+    /// always after the last.
     #[serde(default = "one")]
     pub every: u32,
+    /// Evaluate instead after the first round (or server step) that ends at or after each
+    /// multiple of `every_s` simulated seconds, and after the last: to compare runs whose
+    /// rounds take different times on one clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_s: Option<f64>,
     /// Test samples per forward pass.
     #[serde(default = "default_eval_batch")]
     pub batch_size: usize,
@@ -324,6 +339,7 @@ impl Default for EvalConfig {
     fn default() -> Self {
         Self {
             every: one(),
+            every_s: None,
             batch_size: default_eval_batch(),
             client_test_fraction: 0.0,
         }
@@ -351,7 +367,8 @@ impl Default for CheckpointConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultConfig {
-    /// Round in which the failure happens (from 1).
+    /// Round in which the failure happens (from 1); in an asynchronous federation, the number
+    /// of the dispatch whose client fails (from 1).
     pub round: u32,
     /// The client whose training fails; give this or `scheduler`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -517,6 +534,7 @@ impl ExperimentConfig {
         let folder = path.parent().unwrap_or(Path::new("."));
         // Absolute, so the resolved config written to the run folder works from anywhere.
         let folder = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
+        config.availability.online.resolve_paths(&folder);
         let mut problems = config.problems();
         problems.extend(catalogue.resolve(&mut config, &folder));
         let errors: Vec<FieldError> = problems
@@ -563,7 +581,12 @@ impl Validate for ExperimentConfig {
             )
         });
         let num_clients = self.federation.num_clients;
-        problems.at("federation", |p| self.federation.validate((), p));
+        problems.at("federation", |p| {
+            self.federation.validate(self.asynchronous.is_some(), p)
+        });
+        if let Some(asynchronous) = &self.asynchronous {
+            problems.at("asynchronous", |p| asynchronous.validate(num_clients, p));
+        }
         problems.at("client", |p| {
             self.client.validate(self.availability.deadline_s, p)
         });
@@ -572,7 +595,7 @@ impl Validate for ExperimentConfig {
         problems.at("topology", |p| self.topology.validate(num_clients, p));
         problems.at("network", |p| self.network.validate(num_clients, p));
         problems.at("availability", |p| {
-            self.availability.validate(&self.topology, p)
+            self.availability.validate((&self.topology, num_clients), p)
         });
         problems.at("placement", |p| {
             self.placement.validate((&self.topology, num_clients), p)
@@ -590,21 +613,35 @@ impl Validate for ExperimentConfig {
 }
 
 impl Validate for FederationConfig {
-    type Context<'a> = ();
+    /// Whether the federation is asynchronous (and samples no rounds).
+    type Context<'a> = bool;
 
-    fn validate(&self, (): (), problems: &mut Problems) {
+    fn validate(&self, asynchronous: bool, problems: &mut Problems) {
         let clients = self.num_clients;
         problems.at_least_one("num_clients", clients as u64);
-        problems.require(
-            (1..=clients).contains(&self.clients_per_round),
-            "clients_per_round",
-            || {
+        match (self.clients_per_round, asynchronous) {
+            (Some(_), true) => problems.add(
+                "clients_per_round",
+                "an asynchronous federation samples no rounds: leave clients_per_round out \
+                 (asynchronous.concurrency sets the clients training at once)",
+            ),
+            (None, true) => {}
+            (None, false) => problems.add(
+                "clients_per_round",
                 format!(
-                    "is {}; must be between 1 and federation.num_clients ({clients})",
-                    self.clients_per_round
-                )
-            },
-        );
+                    "is missing; give the clients sampled each round, 1 to federation.num_clients ({clients})"
+                ),
+            ),
+            (Some(per_round), false) => problems.require(
+                (1..=clients).contains(&per_round),
+                "clients_per_round",
+                || {
+                    format!(
+                        "is {per_round}; must be between 1 and federation.num_clients ({clients})"
+                    )
+                },
+            ),
+        }
         problems.at_least_one("rounds", self.rounds.into());
         problems.require(
             (1..=MAX_THREADS).contains(&self.num_parallels),
@@ -641,6 +678,9 @@ impl Validate for EvalConfig {
 
     fn validate(&self, (): (), problems: &mut Problems) {
         problems.at_least_one("every", self.every.into());
+        if let Some(every_s) = self.every_s {
+            problems.positive("every_s", every_s);
+        }
         problems.at_least_one("batch_size", self.batch_size as u64);
         problems.fraction_below("client_test_fraction", self.client_test_fraction, 1.0);
     }
@@ -660,7 +700,11 @@ impl Validate for FaultConfig {
 
     fn validate(&self, experiment: &ExperimentConfig, problems: &mut Problems) {
         let fed = &experiment.federation;
-        problems.require((1..=fed.rounds).contains(&self.round), "round", || {
+        let last = match experiment.asynchronous {
+            Some(_) => u32::MAX,
+            None => fed.rounds,
+        };
+        problems.require((1..=last).contains(&self.round), "round", || {
             format!(
                 "is {}; must be between 1 and federation.rounds ({})",
                 self.round, fed.rounds

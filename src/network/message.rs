@@ -73,6 +73,8 @@ pub enum DropReason {
     Deadline,
     /// The client's training failed, and the run is set to go on without it.
     Failed,
+    /// The client went offline (as `availability.online` says) before its training ended.
+    Offline,
 }
 
 /// A sampled client left out of a round, and why.

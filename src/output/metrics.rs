@@ -59,11 +59,13 @@ impl std::ops::AddAssign<&TierTraffic> for TierTraffic {
 /// runs of the same experiment give the same bytes once `wall_ms` is removed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundRecord {
-    /// The round, from 1.
+    /// The round (server step, in an asynchronous federation), from 1.
     pub round: u32,
-    /// The clients sampled, in id order.
+    /// The clients sampled, in id order; in an asynchronous federation, the clients whose
+    /// updates the step applied, in the order applied.
     pub clients: Vec<ClientId>,
-    /// Sampled clients whose work is not in the new model, and why.
+    /// Sampled clients whose work is not in the new model, and why; in an asynchronous
+    /// federation, the clients dropped since the last step.
     pub dropped: Vec<Dropped>,
     /// Mean local training loss of the clients that contributed, weighted by their samples;
     /// absent when none did.
@@ -90,8 +92,21 @@ pub struct RoundRecord {
     pub sim_round_s: f64,
     /// Simulated seconds since the run started, at the end of this round.
     pub sim_time_s: f64,
+    /// In an asynchronous federation, the staleness (server steps since the client was sent
+    /// its model) of the updates this step applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staleness: Option<StalenessRecord>,
     /// Real time the round took, in milliseconds. The only field that varies between reruns.
     pub wall_ms: f64,
+}
+
+/// The staleness of a server step's updates.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StalenessRecord {
+    /// The mean.
+    pub mean: f64,
+    /// The largest.
+    pub max: u32,
 }
 
 /// Accuracy and mean loss of a model on a data set.

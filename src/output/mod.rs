@@ -7,6 +7,6 @@ pub mod progress;
 pub mod run_folder;
 
 pub use manifest::{Environment, Manifest};
-pub use metrics::{ClientAccuracy, Evaluation, RoundRecord, Summary, TierTraffic};
+pub use metrics::{ClientAccuracy, Evaluation, RoundRecord, StalenessRecord, Summary, TierTraffic};
 pub use progress::{Progress, say};
 pub use run_folder::RunFolder;

@@ -9,7 +9,11 @@ use super::component::Choice;
 use super::params::{ParamInfo, Plugged, Read, WithParams, params_as_map, read_params};
 use super::{Origin, Registered};
 use crate::config::check::Problems;
-use crate::strategy::{Algorithm, ClientAlgorithm, EdgeAggregation, Reduction, Setting, Strategy};
+use crate::config::{ClientConfig, FederationConfig, LocalWork};
+use crate::strategy::{
+    Algorithm, AsyncStrategy, ClientAlgorithm, EdgeAggregation, Reduction, ServerHalf, Setting,
+    Strategy,
+};
 
 /// An algorithm as the registry describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +27,8 @@ pub struct AlgorithmInfo {
     pub params: Vec<ParamInfo>,
     /// How an aggregating scheduler may pre-combine its group, with the default parameters.
     pub edge: EdgeAggregation,
+    /// Whether it runs in an asynchronous federation (it has an asynchronous server half).
+    pub asynchronous: bool,
     /// The settings in which it gives another algorithm's results to the bit, its parameters
     /// as the experiment file's `strategy` section holds them.
     pub reductions: Vec<Reduction<Map<String, Value>>>,
@@ -31,6 +37,15 @@ pub struct AlgorithmInfo {
 }
 
 impl AlgorithmInfo {
+    /// Whether it runs in an asynchronous federation, as `fedsim strategies` and the reference
+    /// pages say it.
+    pub fn asynchrony_described(&self) -> &'static str {
+        match self.asynchronous {
+            true => "yes, flat or under relaying schedulers",
+            false => "no (synchronous rounds only)",
+        }
+    }
+
     pub(super) fn of(registered: &Registered<dyn AlgorithmEntry>) -> Self {
         let listing = &registered.listing;
         Self {
@@ -38,6 +53,7 @@ impl AlgorithmInfo {
             paper: listing.about,
             params: ParamInfo::list(listing.defaults.clone(), listing.param_docs),
             edge: registered.component.default_edge_rule(),
+            asynchronous: registered.component.has_asynchronous(),
             reductions: registered.component.reductions(),
             origin: registered.origin.clone(),
         }
@@ -58,6 +74,27 @@ impl AlgorithmChoice {
         self.chosen.server(setting, num_params)
     }
 
+    /// The asynchronous server half, as it starts, if the algorithm has one.
+    pub fn asynchronous(
+        &self,
+        setting: &Setting<'_>,
+        num_params: usize,
+    ) -> Option<Box<dyn AsyncStrategy>> {
+        self.chosen.asynchronous(setting, num_params)
+    }
+
+    /// The server half the experiment runs: the asynchronous one in an asynchronous federation
+    /// (which validation let through only for an algorithm that has one).
+    pub fn server_half(&self, setting: &Setting<'_>, num_params: usize) -> ServerHalf {
+        match setting.concurrency {
+            None => ServerHalf::Rounds(self.server(setting, num_params)),
+            Some(_) => ServerHalf::Asynchronous(
+                self.asynchronous(setting, num_params)
+                    .expect("validation refuses an asynchronous federation without this half"),
+            ),
+        }
+    }
+
     /// The client half.
     pub fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
         self.chosen.client(setting)
@@ -76,6 +113,8 @@ pub(super) trait AlgorithmEntry: Send + Sync {
     fn choose(&self, params: Map<String, Value>) -> Read<dyn ChosenAlgorithm>;
     /// Its edge rule with its default parameters.
     fn default_edge_rule(&self) -> EdgeAggregation;
+    /// Whether it has an asynchronous server half, with its default parameters.
+    fn has_asynchronous(&self) -> bool;
     /// Its reductions, their parameters as JSON.
     fn reductions(&self) -> Vec<Reduction<Map<String, Value>>>;
 }
@@ -88,6 +127,12 @@ pub trait ChosenAlgorithm: Send + Sync {
     fn edge_rule(&self) -> EdgeAggregation;
     /// See [`Algorithm::server`].
     fn server(&self, setting: &Setting<'_>, num_params: usize) -> Box<dyn Strategy>;
+    /// See [`Algorithm::asynchronous`].
+    fn asynchronous(
+        &self,
+        setting: &Setting<'_>,
+        num_params: usize,
+    ) -> Option<Box<dyn AsyncStrategy>>;
     /// See [`Algorithm::client`].
     fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm>;
 }
@@ -101,6 +146,32 @@ impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
 
     fn default_edge_rule(&self) -> EdgeAggregation {
         self.0.edge_rule(&A::Params::default())
+    }
+
+    fn has_asynchronous(&self) -> bool {
+        // A one-client federation: what the half is built for does not decide whether it exists.
+        let client = ClientConfig {
+            epochs: 1,
+            batch_size: 1,
+            lr: 0.1,
+            momentum: 0.0,
+            weight_decay: 0.0,
+            work: LocalWork::Fixed,
+        };
+        let federation = FederationConfig {
+            num_clients: 1,
+            clients_per_round: None,
+            rounds: 1,
+            num_parallels: 1,
+        };
+        let setting = Setting {
+            client: &client,
+            federation: &federation,
+            concurrency: Some(1),
+        };
+        self.0
+            .asynchronous(&A::Params::default(), &setting, 1)
+            .is_some()
     }
 
     fn reductions(&self) -> Vec<Reduction<Map<String, Value>>> {
@@ -128,6 +199,15 @@ impl<A: Algorithm> ChosenAlgorithm for WithParams<A, A::Params> {
 
     fn server(&self, setting: &Setting<'_>, num_params: usize) -> Box<dyn Strategy> {
         self.component.server(&self.params, setting, num_params)
+    }
+
+    fn asynchronous(
+        &self,
+        setting: &Setting<'_>,
+        num_params: usize,
+    ) -> Option<Box<dyn AsyncStrategy>> {
+        self.component
+            .asynchronous(&self.params, setting, num_params)
     }
 
     fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {

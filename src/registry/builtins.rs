@@ -13,8 +13,8 @@ use crate::data::synthetic::SyntheticData;
 use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
-    FedAdagrad, FedAdam, FedAvg, FedAvgM, FedDyn, FedNova, FedProx, FedYogi, Krum, Median, QFfl,
-    Scaffold, TrimmedMean,
+    FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgM, FedBuff, FedDyn, FedNova, FedProx, FedYogi,
+    Krum, Median, QFfl, Scaffold, TrimmedMean,
 };
 
 /// Registers the built-in algorithms, models, data sets and partition schemes, in the order
@@ -33,7 +33,9 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(QFfl)?
         .algorithm(Median)?
         .algorithm(TrimmedMean)?
-        .algorithm(Krum)?;
+        .algorithm(Krum)?
+        .algorithm(FedAsync)?
+        .algorithm(FedBuff)?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?

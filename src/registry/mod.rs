@@ -421,14 +421,12 @@ impl Catalogue for Registry {
             Ok(choice) => config.model.params = choice.params().clone(),
             Err(found) => problems.extend(found),
         }
-        let setting = Setting {
-            client: &config.client,
-            federation: &config.federation,
-        };
+        let setting = Setting::of(config);
         match self.choose_algorithm(&config.strategy, &setting) {
             Ok(choice) => {
                 config.strategy.params = choice.params().clone();
                 problems.extend(edge_problem(&choice, &config.topology));
+                problems.extend(self.asynchronous_problems(&choice, config));
             }
             Err(found) => problems.extend(found),
         }
@@ -461,10 +459,7 @@ impl Registry {
     /// The algorithm `config` names, with its parameters: what an experiment built in code
     /// (not loaded through [`ExperimentConfig::load`]) is checked with.
     pub fn algorithm_for(&self, config: &ExperimentConfig) -> Result<AlgorithmChoice, ConfigError> {
-        let setting = Setting {
-            client: &config.client,
-            federation: &config.federation,
-        };
+        let setting = Setting::of(config);
         self.choose_algorithm(&config.strategy, &setting)
             .map_err(invalid_in_code)
     }
@@ -482,6 +477,58 @@ pub(crate) fn invalid_in_code(problems: Vec<(String, String)>) -> ConfigError {
                 set_by: None,
             })
             .collect(),
+    }
+}
+
+impl Registry {
+    /// Why `config` cannot run asynchronously with `choice`, if it asks to: the algorithm has
+    /// no asynchronous half, schedulers aggregate, or a setting needs rounds.
+    fn asynchronous_problems(
+        &self,
+        choice: &AlgorithmChoice,
+        config: &ExperimentConfig,
+    ) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        if config.asynchronous.is_none() {
+            return problems;
+        }
+        let name = choice.name();
+        if self.algorithm(name).is_some_and(|info| !info.asynchronous) {
+            let asynchronous: Vec<&str> = self
+                .algorithms()
+                .into_iter()
+                .filter(|info| info.asynchronous)
+                .map(|info| info.name)
+                .collect();
+            problems.push((
+                "strategy.name".to_string(),
+                format!(
+                    "{name:?} runs in synchronous rounds only; an asynchronous federation runs {}",
+                    asynchronous.join(", ")
+                ),
+            ));
+        }
+        if let TopologyConfig::Hierarchical {
+            mode: SchedulerMode::Aggregate,
+            ..
+        } = config.topology
+        {
+            problems.push((
+                "topology.mode".to_string(),
+                "is \"aggregate\"; an asynchronous federation runs flat or under relaying \
+                 schedulers (an edge server's partial aggregate has no asynchronous rule)"
+                    .to_string(),
+            ));
+        }
+        if config.availability.deadline_s.is_some() {
+            problems.push((
+                "availability.deadline_s".to_string(),
+                "a deadline ends a round; an asynchronous federation has none (a slow client \
+                 is simply stale)"
+                    .to_string(),
+            ));
+        }
+        problems
     }
 }
 
@@ -724,8 +771,9 @@ mod tests {
         );
         let registry = builder.build();
         let names: Vec<&str> = registry.algorithms().iter().map(|a| a.name).collect();
-        assert_eq!(names.len(), 14);
-        assert_eq!((names[0], names[13]), ("fedavg", "mine"));
+        let builtins = Registry::builtin().algorithms().len();
+        assert_eq!(names.len(), builtins + 1);
+        assert_eq!((names[0], names[builtins]), ("fedavg", "mine"));
         assert_eq!(
             registry.algorithm("mine").unwrap().origin.crate_name,
             "mine"
@@ -757,6 +805,7 @@ mod tests {
         let setting = Setting {
             client: &client,
             federation: &federation,
+            concurrency: None,
         };
         let section: StrategyConfig =
             serde_json::from_str(r#"{"name": "fedadam", "beta1": 0.5}"#).unwrap();
@@ -994,6 +1043,7 @@ mod tests {
         let setting = Setting {
             client: &client,
             federation: &federation,
+            concurrency: None,
         };
         let errors = registry.choose_algorithm(&section, &setting).err().unwrap();
         assert_eq!(errors.len(), 1);

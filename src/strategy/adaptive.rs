@@ -182,7 +182,7 @@ impl From<AdagradParams> for Params {
 
 impl Params {
     /// Adds the rules these values break to `problems`.
-    fn check(&self, problems: &mut Problems) {
+    pub(super) fn check(&self, problems: &mut Problems) {
         problems.positive("server_lr", self.server_lr);
         problems.positive("tau", self.tau);
         problems.fraction_below("beta1", self.beta1, 1.0);
@@ -213,14 +213,10 @@ impl AdaptiveServer {
     }
 }
 
-impl Strategy for AdaptiveServer {
-    fn reads(&self) -> Reads {
-        Reads::Sums(vec![Sum::params(Weighting::Samples)])
-    }
-
-    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
-        let [mean] = input.into_sums();
-        let delta = difference(&mean, global);
+impl AdaptiveServer {
+    /// One adaptive step from `global` along the pseudo-gradient `delta` (the clients' mean
+    /// change), updating the moments: what FedBuff's server takes with its buffer's mean.
+    pub fn step(&mut self, global: &[f32], delta: &[f32]) -> Vec<f32> {
         let p = self.params;
         let (lr, beta1, beta2, tau) = (
             p.server_lr as f32,
@@ -237,7 +233,7 @@ impl Strategy for AdaptiveServer {
             .iter_mut()
             .zip(&mut self.m)
             .zip(&mut self.v)
-            .zip(&delta)
+            .zip(delta)
         {
             *m = beta1 * *m + (1.0 - beta1) * d;
             let d2 = d * d;
@@ -248,6 +244,19 @@ impl Strategy for AdaptiveServer {
             };
             *x += lr * *m / (v.sqrt() + tau);
         }
+        model
+    }
+}
+
+impl Strategy for AdaptiveServer {
+    fn reads(&self) -> Reads {
+        Reads::Sums(vec![Sum::params(Weighting::Samples)])
+    }
+
+    fn aggregate(&mut self, _round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate {
+        let [mean] = input.into_sums();
+        let delta = difference(&mean, global);
+        let model = self.step(global, &delta);
         Aggregate::model(model).with("pseudo_gradient_norm", squared_norm(&delta).sqrt())
     }
 

@@ -35,9 +35,10 @@ impl Algorithm for Krum {
     }
 
     fn check(&self, params: &Params, setting: &Setting<'_>, problems: &mut Problems) {
-        let clients_per_round = setting.federation.clients_per_round;
         let needed = needed(params.byzantine);
-        if clients_per_round < needed {
+        if let Some(clients_per_round) = setting.federation.clients_per_round
+            && clients_per_round < needed
+        {
             problems.add(
                 "byzantine",
                 format!(

@@ -12,10 +12,17 @@
 //! paper and whether an aggregating scheduler may pre-combine its group ([`EdgeAggregation`]);
 //! the registry ([`crate::registry`]) lists the algorithms an experiment file can name, each of
 //! the files here registered as a user's plug-in would be.
+//!
+//! An algorithm may also have an **asynchronous server half** ([`AsyncStrategy`]), which takes
+//! each client's update alone, as the simulated clock delivers it, and says when the updates
+//! taken make a server step (FedAsync's every update, FedBuff's every `K`). Only such
+//! algorithms run in an experiment with an `asynchronous` section.
 
 mod adaptive;
+mod fedasync;
 mod fedavg;
 mod fedavgm;
+mod fedbuff;
 mod feddyn;
 mod fednova;
 mod fedprox;
@@ -34,8 +41,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use adaptive::{AdaptiveServer, FedAdagrad, FedAdam, FedYogi};
+pub use fedasync::{FedAsync, FedAsyncServer, Staleness};
 pub use fedavg::{FedAvg, FedAvgServer};
 pub use fedavgm::{FedAvgM, FedAvgMServer};
+pub use fedbuff::{FedBuff, FedBuffServer};
 pub use feddyn::{FedDyn, FedDynClient, FedDynServer};
 pub use fednova::{FedNova, FedNovaServer};
 pub use fedprox::{FedProx, ProximalClient};
@@ -47,7 +56,7 @@ pub use scaffold::{Scaffold, ScaffoldClient, ScaffoldServer};
 pub use trimmed_mean::{TrimmedMean, TrimmedMeanServer};
 
 use crate::config::check::Problems;
-use crate::config::{ClientConfig, FederationConfig};
+use crate::config::{ClientConfig, ExperimentConfig, FederationConfig};
 use crate::network::{ClientId, ClientInfo, Tensors, Update};
 
 /// An FL algorithm: a server half and a client half, with the parameters an experiment file
@@ -88,6 +97,18 @@ pub trait Algorithm: Send + Sync + 'static {
         setting: &Setting<'_>,
         num_params: usize,
     ) -> Box<dyn Strategy>;
+
+    /// The server half of an asynchronous federation (an experiment with an `asynchronous`
+    /// section), as it starts, for a model of `num_params` values; `None` (the default) for an
+    /// algorithm of synchronous rounds only, which such an experiment refuses.
+    fn asynchronous(
+        &self,
+        _params: &Self::Params,
+        _setting: &Setting<'_>,
+        _num_params: usize,
+    ) -> Option<Box<dyn AsyncStrategy>> {
+        None
+    }
 
     /// The client half: by default a client that trains on the loss alone and keeps nothing.
     fn client(&self, _params: &Self::Params, _setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
@@ -150,6 +171,20 @@ pub struct Setting<'a> {
     pub client: &'a ClientConfig,
     /// The federation (clients per round, for Krum).
     pub federation: &'a FederationConfig,
+    /// Clients training at once in an asynchronous federation (FedBuff's buffer may hold no
+    /// more); `None` in rounds.
+    pub concurrency: Option<usize>,
+}
+
+impl<'a> Setting<'a> {
+    /// The setting of `config`.
+    pub fn of(config: &'a ExperimentConfig) -> Self {
+        Self {
+            client: &config.client,
+            federation: &config.federation,
+            concurrency: config.asynchronous.map(|a| a.concurrency),
+        }
+    }
 }
 
 pub use crate::config::NoParams;
@@ -298,19 +333,86 @@ pub trait Strategy: Send {
 
     /// Takes back what [`Strategy::state`] gave, when a run resumes.
     fn restore(&mut self, state: &Tensors) -> Result<(), String> {
-        match state.iter().next() {
-            None => Ok(()),
-            Some((name, _)) => Err(format!(
-                "this strategy keeps no state, but {name:?} is saved"
-            )),
+        no_state(state)
+    }
+}
+
+/// One client's update as an asynchronous server half takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival<'a> {
+    /// The update: the client's trained model, its samples, loss and extra tensors.
+    pub update: &'a Update,
+    /// The global model the client was sent and trained from.
+    pub sent: &'a [f32],
+    /// Server steps taken since the client was sent its model (`t - τ`).
+    pub staleness: u32,
+}
+
+/// The server half of an asynchronous FL algorithm: it takes updates one at a time, in the
+/// order of their arrival on the simulated clock (ties broken by client id), and says when the
+/// updates taken make a server step.
+pub trait AsyncStrategy: Send {
+    /// Tensors sent down with the global model to each client dispatched.
+    fn downlink(&self) -> Tensors {
+        Tensors::new()
+    }
+
+    /// Takes one update at the current global model `global`; returns the next global model,
+    /// with the step's metrics, when this update completes a server step, and `None` when it
+    /// waits for more (FedBuff's buffer).
+    fn receive(&mut self, global: &[f32], arrival: Arrival<'_>) -> Option<Aggregate>;
+
+    /// What the strategy remembers between updates (FedBuff's buffer), for checkpoints.
+    fn state(&self) -> Tensors {
+        Tensors::new()
+    }
+
+    /// Takes back what [`AsyncStrategy::state`] gave, when a run resumes.
+    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+        no_state(state)
+    }
+}
+
+/// A server half of either kind, as an experiment runs it.
+pub enum ServerHalf {
+    /// Synchronous rounds.
+    Rounds(Box<dyn Strategy>),
+    /// Asynchronous server steps.
+    Asynchronous(Box<dyn AsyncStrategy>),
+}
+
+impl ServerHalf {
+    /// What the server half remembers, for checkpoints.
+    pub fn state(&self) -> Tensors {
+        match self {
+            ServerHalf::Rounds(strategy) => strategy.state(),
+            ServerHalf::Asynchronous(strategy) => strategy.state(),
         }
+    }
+
+    /// Takes back what [`ServerHalf::state`] gave.
+    pub fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+        match self {
+            ServerHalf::Rounds(strategy) => strategy.restore(state),
+            ServerHalf::Asynchronous(strategy) => strategy.restore(state),
+        }
+    }
+}
+
+/// The check of a server half that keeps no state: nothing may have been saved.
+fn no_state(state: &Tensors) -> Result<(), String> {
+    match state.iter().next() {
+        None => Ok(()),
+        Some((name, _)) => Err(format!(
+            "this strategy keeps no state, but {name:?} is saved"
+        )),
     }
 }
 
 /// What a client sees when its job starts.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientView<'a> {
-    /// The round.
+    /// The round (in an asynchronous federation, the number of the dispatch, from 1).
     pub round: u32,
     /// The client.
     pub client: ClientId,

@@ -3,14 +3,16 @@
 //!
 //! On the simulated clock a client starts when its downlink arrives, trains for
 //! `samples processed / speed` seconds (its work in the round, see [`WorkPlan`]), then
-//! uploads. A client that draws a dropout for the
-//! round answers at once with `Dropped` instead of training.
+//! uploads. A client that draws a dropout for the round answers at once with `Dropped`
+//! instead of training, and so does one that is offline when its downlink arrives or goes
+//! offline before its training would end (at that moment, reason `offline`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use rand::RngExt;
 
+use crate::availability::Availability;
 use crate::config::WorkPlan;
 use crate::network::{
     ClientId, ClientInfo, DropReason, Dropped, Envelope, LinkEnd, Message, NodeId, UPWARD_BACKLOG,
@@ -21,13 +23,10 @@ use crate::training::{ClientFailure, ClientTrainer, Done, Job};
 
 use super::FederationError;
 
-/// What a group needs besides its link and the trainer.
+/// What decides, for every client alike, whether it answers a downlink and when: the same
+/// under every group, and what the asynchronous server's [`super::Clock`] computes with.
 #[derive(Debug, Clone)]
-pub struct GroupSetup {
-    /// The group's index; it is `NodeId::Group(index)`.
-    pub index: usize,
-    /// The clients it hosts, in id order.
-    pub clients: Vec<ClientInfo>,
+pub struct ClientConditions {
     /// The experiment seed, for dropout draws.
     pub seed: u64,
     /// Probability that a client is unavailable in a round.
@@ -36,19 +35,43 @@ pub struct GroupSetup {
     pub work: WorkPlan,
     /// Every client's training speed in samples per second (infinite: no simulated time).
     pub speeds: Arc<Vec<f64>>,
+    /// When each client is online.
+    pub availability: Arc<Availability>,
+}
+
+impl ClientConditions {
+    /// `num_clients` clients that never drop out, train one epoch in batches of 32 in no
+    /// simulated time, and are always online.
+    pub fn instant(num_clients: usize) -> Self {
+        Self {
+            seed: 0,
+            dropout: 0.0,
+            work: WorkPlan::fixed(1, 32),
+            speeds: Arc::new(vec![f64::INFINITY; num_clients]),
+            availability: Arc::new(Availability::always()),
+        }
+    }
+}
+
+/// What a group needs besides its link and the trainer.
+#[derive(Debug, Clone)]
+pub struct GroupSetup {
+    /// The group's index; it is `NodeId::Group(index)`.
+    pub index: usize,
+    /// The clients it hosts, in id order.
+    pub clients: Vec<ClientInfo>,
+    /// How its clients answer.
+    pub conditions: ClientConditions,
 }
 
 impl GroupSetup {
     /// The groups of a tree, one per part of `parts` (the client ids under each scheduler, or
     /// all clients in the flat topology), with each client's sample count from `num_samples`
-    /// (indexed by id) and the other settings shared.
+    /// (indexed by id), all under `conditions`.
     pub fn for_parts(
         parts: Vec<Vec<ClientId>>,
         num_samples: &[usize],
-        seed: u64,
-        dropout: f64,
-        work: WorkPlan,
-        speeds: Arc<Vec<f64>>,
+        conditions: &ClientConditions,
     ) -> Vec<GroupSetup> {
         parts
             .into_iter()
@@ -62,10 +85,7 @@ impl GroupSetup {
                         num_samples: num_samples[id],
                     })
                     .collect(),
-                seed,
-                dropout,
-                work,
-                speeds: speeds.clone(),
+                conditions: conditions.clone(),
             })
             .collect()
     }
@@ -183,8 +203,8 @@ impl ClientGroup {
             };
             return self.link.send(dropped, arrived).is_ok();
         }
-        let speed = self.setup.speeds[job.client];
-        let work = self.setup.work.work(
+        let speed = self.setup.conditions.speeds[job.client];
+        let work = self.setup.conditions.work.work(
             (job.round, job.edge_round),
             job.client,
             self.num_samples[&job.client],
@@ -192,6 +212,14 @@ impl ClientGroup {
         );
         job.steps = work.steps;
         let finishes = arrived + work.samples as f64 / speed;
+        let availability = &self.setup.conditions.availability;
+        if let Some(offline) = availability.first_offline(job.client, arrived, finishes) {
+            let dropped = Message::Dropped {
+                round: job.round,
+                clients: vec![Dropped::new(job.client, DropReason::Offline)],
+            };
+            return self.link.send(dropped, offline).is_ok();
+        }
         self.in_flight.insert(job.client, finishes);
         self.trainer.spawn(job, done.clone());
         true
@@ -199,8 +227,8 @@ impl ClientGroup {
 
     fn drops_out(&self, job: &Job) -> bool {
         drops_out(
-            self.setup.seed,
-            self.setup.dropout,
+            self.setup.conditions.seed,
+            self.setup.conditions.dropout,
             job.round,
             job.edge_round,
             job.client,

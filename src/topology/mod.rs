@@ -7,6 +7,7 @@
 //! `ExitAck` up) lets every thread finish its work in flight and be joined, so a run never
 //! ends by killing or sleeping; a closed channel tells a tier at once that a neighbour died.
 
+pub mod asynchronous;
 pub mod client_group;
 pub mod collector;
 pub mod scheduler;
@@ -16,7 +17,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;
 
-pub use client_group::{ClientGroup, GroupSetup};
+pub use asynchronous::{AsyncSetup, Clock, InFlightState};
+pub use client_group::{ClientConditions, ClientGroup, GroupSetup};
 pub use collector::Foresight;
 pub use scheduler::{ClientConnector, SchedulerSetup, ServerConnector};
 pub use server::{
@@ -68,6 +70,15 @@ pub enum FederationError {
     /// A stop was requested (Ctrl-C, SIGTERM); the tree shut down after the work in flight.
     #[error("the run was stopped before its last round")]
     Stopped,
+    /// No client is online at or after this simulated time: the availability trace ran out
+    /// before the run's rounds did.
+    #[error(
+        "no client is online at or after simulated time {at} s: the availability trace ends before the run's rounds do (give it a period_s, or fewer rounds)"
+    )]
+    NoneOnline {
+        /// The simulated time.
+        at: f64,
+    },
 }
 
 fn place(path: &[NodeId]) -> String {
@@ -83,7 +94,9 @@ impl FederationError {
             FederationError::TierLost { detail: None, .. } => 0,
             FederationError::ObserverGone => 1,
             FederationError::TierLost { .. } => 2,
-            FederationError::ClientFailed { .. } | FederationError::Protocol { .. } => 3,
+            FederationError::ClientFailed { .. }
+            | FederationError::Protocol { .. }
+            | FederationError::NoneOnline { .. } => 3,
             FederationError::Stopped => 4,
         }
     }
@@ -243,10 +256,15 @@ pub fn run_over<E>(
 ) -> Result<Result<Option<FederationResult>, FederationError>, E> {
     let (outcomes_tx, outcomes_rx) = flume::unbounded();
     let client_profiles = client_link_profiles(&plan.network);
-    let foresight = plan.groups.first().map(|g| Foresight {
-        seed: g.seed,
-        dropout: g.dropout,
-    });
+    // Clients that can go offline make the dropout draws no longer enough to tell who answers.
+    let conditions = plan.groups.first().map(|g| g.conditions.clone());
+    let foresight = conditions
+        .as_ref()
+        .filter(|c| c.availability.is_always())
+        .map(|c| Foresight {
+            seed: c.seed,
+            dropout: c.dropout,
+        });
     // The server folds single clients' updates; aggregating schedulers send it partial
     // aggregates, whose samples depend on their edge rounds, so it holds those (one each).
     let server_foresight = foresight.filter(|_| {
@@ -257,6 +275,13 @@ pub fn run_over<E>(
                 ..
             }
         )
+    });
+    // Where no group runs here, the server's clock is never read.
+    let clock = conditions.map(|conditions| Clock {
+        client_links: client_profiles.clone(),
+        server_link: matches!(plan.topology, TopologyConfig::Hierarchical { .. })
+            .then_some(plan.network.server_link),
+        conditions,
     });
     let mut meter = TrafficMeter::default();
     let mut children = Vec::new();
@@ -332,7 +357,10 @@ pub fn run_over<E>(
                 traffic: meter,
                 outcomes: outcomes_tx,
             };
-            let server = Server::new(plan.server, links, server_foresight, plan.stop);
+            let mut server = Server::new(plan.server, links, server_foresight, plan.stop);
+            if let Some(clock) = clock {
+                server = server.with_clock(clock);
+            }
             spawn(scope, "server".to_string(), move || server.run()).1
         });
         let mut observer_error = None;

@@ -7,14 +7,16 @@ use std::time::Instant;
 
 use rand::seq::index;
 
+use crate::availability::Availability;
 use crate::config::FailurePolicy;
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
 use crate::output::{ClientAccuracy, Evaluation, RoundRecord};
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
-use crate::strategy::{Aggregate, Collected, Reads, Round, Strategy};
+use crate::strategy::{Aggregate, Collected, Reads, Round, ServerHalf, Strategy};
 
+use super::asynchronous::{AsyncSetup, Clock, InFlightState};
 use super::collector::{Foresight, Gathered, RoundCollector, RoundOutcome};
 use super::{FederationError, TrafficMeter};
 
@@ -24,7 +26,7 @@ pub struct ServerSetup {
     pub seed: u64,
     /// Number of rounds.
     pub rounds: u32,
-    /// Clients sampled per round.
+    /// Clients sampled per round (in rounds).
     pub clients_per_round: usize,
     /// Simulated seconds a round may last, if limited.
     pub deadline_s: Option<f64>,
@@ -34,8 +36,13 @@ pub struct ServerSetup {
     pub start: Start,
     /// The global model to start from: the initial model, or a checkpoint's.
     pub initial_model: Vec<f32>,
-    /// The server half of the algorithm, with its state where the run starts.
-    pub strategy: Box<dyn Strategy>,
+    /// The server half of the algorithm, with its state where the run starts: synchronous
+    /// rounds, or asynchronous steps with `asynchronous` set.
+    pub strategy: ServerHalf,
+    /// How an asynchronous federation runs; `None` in rounds.
+    pub asynchronous: Option<AsyncSetup>,
+    /// When each client is online: the server samples (or dispatches) only online clients.
+    pub availability: Arc<Availability>,
     /// The clients' states, which the server reads between rounds for checkpoints.
     pub client_states: Arc<ClientStates>,
     /// How the global model is evaluated; `None` never evaluates (to time the tree alone).
@@ -44,16 +51,24 @@ pub struct ServerSetup {
 
 /// When the server evaluates the global model, and what evaluates it.
 pub struct EvaluationPlan {
-    /// Every `every` rounds, and after the last.
+    /// Every `every` rounds (or server steps), and after the last.
     pub every: u32,
+    /// Instead, after the first round that ends at or after each multiple of `every_s`
+    /// simulated seconds, and after the last.
+    pub every_s: Option<f64>,
     /// What scores the model.
     pub evaluator: Box<dyn ModelEvaluator>,
 }
 
 impl EvaluationPlan {
-    /// Whether `round` of `rounds` is evaluated.
-    fn evaluates(&self, round: u32, rounds: u32) -> bool {
-        round.is_multiple_of(self.every) || round == rounds
+    /// Whether `round` of `rounds`, which ran on the simulated clock from `started` to
+    /// `ended`, is evaluated.
+    pub(super) fn evaluates(&self, round: u32, rounds: u32, started: f64, ended: f64) -> bool {
+        let due = match self.every_s {
+            Some(period) => (ended / period).floor() > (started / period).floor(),
+            None => round.is_multiple_of(self.every),
+        };
+        due || round == rounds
     }
 }
 
@@ -86,17 +101,21 @@ pub struct RoundEnd {
     pub model: Arc<[f32]>,
     /// The strategy's state after the round, for checkpoints.
     pub strategy_state: Tensors,
-    /// The state of every client that has one after the round, for checkpoints.
+    /// The state of every client that has one after the round, for checkpoints (in an
+    /// asynchronous federation, a client in flight with its state as it was dispatched).
     pub client_states: Vec<(ClientId, Tensors)>,
+    /// In an asynchronous federation, the dispatches counted so far and the clients in flight
+    /// after the step, for checkpoints; `None` in rounds.
+    pub in_flight: Option<(u32, Vec<InFlightState>)>,
 }
 
 /// A child of the server: a client group (which gets one downlink per client) or a
 /// scheduler (which gets one downlink listing its sampled clients).
 pub struct Child {
     /// Who the child is.
-    node: NodeId,
+    pub(super) node: NodeId,
     /// The server's end of the link to the child.
-    link: LinkEnd,
+    pub(super) link: LinkEnd,
     /// Whether the server expects nothing more from the child.
     closed: bool,
 }
@@ -118,30 +137,32 @@ impl Child {
 
 /// The server tier: one thread, one link to each child.
 pub struct Server {
-    setup: ServerSetup,
-    children: Vec<Child>,
-    traffic: TrafficMeter,
-    outcomes: flume::Sender<RoundEnd>,
+    pub(super) setup: ServerSetup,
+    pub(super) children: Vec<Child>,
+    pub(super) traffic: TrafficMeter,
+    pub(super) outcomes: flume::Sender<RoundEnd>,
     /// What tells which updates will count, where the children send single clients' updates.
     foresight: Option<Foresight>,
-    stop: StopSignal,
+    pub(super) stop: StopSignal,
     /// The simulated clock: seconds since the run started.
-    now: f64,
+    pub(super) now: f64,
+    /// What decides when answers arrive, for an asynchronous federation's order.
+    pub(super) clock: Option<Clock>,
 }
 
 /// Every client the children announced at set-up, and under which child each one sits.
-struct Roster {
+pub(super) struct Roster {
     /// All clients, in id order.
-    ids: Vec<ClientId>,
+    pub(super) ids: Vec<ClientId>,
     /// All clients with their sample counts, in id order.
-    clients: Vec<ClientInfo>,
+    pub(super) clients: Vec<ClientInfo>,
     /// Index in `children` of the child each client sits under.
-    child_of: HashMap<ClientId, usize>,
+    pub(super) child_of: HashMap<ClientId, usize>,
 }
 
 impl Roster {
     /// `client` with its sample count.
-    fn info(&self, client: ClientId) -> ClientInfo {
+    pub(super) fn info(&self, client: ClientId) -> ClientInfo {
         let index = self
             .clients
             .binary_search_by_key(&client, |c| c.id)
@@ -179,26 +200,50 @@ impl Server {
             foresight,
             stop,
             now,
+            clock: None,
         }
     }
 
+    /// This server, knowing when its children's answers arrive: what an asynchronous
+    /// federation needs to apply them in order (see [`super::asynchronous`]).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// What tells in advance which of this round's updates will count: the dropout draws,
-    /// unless a deadline can cut an update off or a failure can be dropped.
+    /// unless a deadline can cut an update off, a failure can be dropped or a client can go
+    /// offline.
     fn foresight(&self, deadline: Option<f64>) -> Option<Foresight> {
-        let certain = deadline.is_none() && self.setup.on_client_failure == FailurePolicy::Abort;
+        let certain = deadline.is_none()
+            && self.setup.on_client_failure == FailurePolicy::Abort
+            && self.setup.availability.is_always();
         self.foresight.filter(|_| certain)
     }
 
-    /// Runs every round, then shuts the tree down; returns the final global model.
+    /// Runs every round (or server step), then shuts the tree down; returns the final global
+    /// model.
     pub fn run(mut self) -> Result<Vec<f32>, FederationError> {
-        let result = self
-            .await_set_up()
-            .and_then(|roster| self.run_rounds(&roster));
+        let result = self.await_set_up().and_then(|roster| {
+            if self.setup.asynchronous.is_some() {
+                self.run_steps(&roster)
+            } else {
+                self.run_rounds(&roster)
+            }
+        });
         // Why the rounds stopped says more than anything shutting down adds.
         let shutdown = self.shut_down();
         let model = result?;
         shutdown?;
         Ok(model)
+    }
+
+    /// The synchronous server half.
+    fn rounds_strategy(&mut self) -> &mut dyn Strategy {
+        match &mut self.setup.strategy {
+            ServerHalf::Rounds(strategy) => strategy.as_mut(),
+            ServerHalf::Asynchronous(_) => unreachable!("rounds run the synchronous half"),
+        }
     }
 
     /// Waits for every child's `SetUp`.
@@ -240,6 +285,7 @@ impl Server {
                 strategy_state: self.setup.strategy.state(),
                 // Every job of the round has finished and none of the next has started.
                 client_states: self.setup.client_states.snapshot(),
+                in_flight: None,
             };
             self.outcomes
                 .send(end)
@@ -259,14 +305,11 @@ impl Server {
         let started = Instant::now();
         let traffic_before = self.traffic.read();
         let round_start = self.now;
-        let deadline = self.setup.deadline_s.map(|d| round_start + d);
-        let sampled = sample(
-            self.setup.seed,
-            round,
-            &roster.ids,
-            self.setup.clients_per_round,
-        );
-        let extras = self.setup.strategy.downlink();
+        let online = self.await_online(roster)?;
+        let deadline = self.setup.deadline_s.map(|d| self.now + d);
+        let per_round = self.setup.clients_per_round.min(online.len());
+        let sampled = sample(self.setup.seed, round, &online, per_round);
+        let extras = self.rounds_strategy().downlink();
         self.send_downlinks(round, &sampled, roster, &global, &extras, deadline)?;
         let collected = self.collect(round, &sampled, roster, deadline)?;
         self.now = collected.finished;
@@ -286,7 +329,7 @@ impl Server {
             .setup
             .evaluation
             .as_ref()
-            .filter(|plan| plan.evaluates(round, self.setup.rounds))
+            .filter(|plan| plan.evaluates(round, self.setup.rounds, round_start, self.now))
             .map(|plan| &plan.evaluator);
         let evaluation = evaluator.map(|e| e.test(&global));
         let client_accuracy = evaluator.and_then(|e| e.clients(&global));
@@ -303,9 +346,39 @@ impl Server {
             traffic: self.traffic.since(&traffic_before),
             sim_round_s: self.now - round_start,
             sim_time_s: self.now,
-            wall_ms: (started.elapsed().as_secs_f64() * 1e4).round() / 10.0,
+            staleness: None,
+            wall_ms: wall_ms(started),
         };
         Ok((global, record))
+    }
+
+    /// The clients online now, in id order, after waiting on the simulated clock for the first
+    /// to come online if none is.
+    pub(super) fn await_online(
+        &mut self,
+        roster: &Roster,
+    ) -> Result<Vec<ClientId>, FederationError> {
+        let availability = &self.setup.availability;
+        let online = |now: f64| -> Vec<ClientId> {
+            roster
+                .ids
+                .iter()
+                .copied()
+                .filter(|&c| availability.online_at(c, now))
+                .collect()
+        };
+        let now = online(self.now);
+        if !now.is_empty() {
+            return Ok(now);
+        }
+        let next = roster
+            .ids
+            .iter()
+            .filter_map(|&c| availability.next_online(c, self.now))
+            .min_by(f64::total_cmp)
+            .ok_or(FederationError::NoneOnline { at: self.now })?;
+        self.now = next;
+        Ok(online(next))
     }
 
     /// Sends the round's model and extra tensors down: to a client group one downlink per
@@ -352,7 +425,7 @@ impl Server {
 
     /// The strategy's aggregate of the round's updates, read as it asks.
     fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: Gathered) -> Aggregate {
-        let strategy = &mut self.setup.strategy;
+        let strategy = self.rounds_strategy();
         match (strategy.reads(), updates) {
             (Reads::Sums(sums), updates) => {
                 strategy.aggregate(round, global, updates.into_folded(sums).into())
@@ -381,7 +454,7 @@ impl Server {
     ) -> Result<RoundOutcome, FederationError> {
         let mut collector = RoundCollector::new(NodeId::Server, round, sampled, self.now, deadline);
         if let (Some(foresight), Reads::Sums(sums)) =
-            (self.foresight(deadline), self.setup.strategy.reads())
+            (self.foresight(deadline), self.rounds_strategy().reads())
         {
             let sent: Vec<ClientInfo> = sampled.iter().map(|&c| roster.info(c)).collect();
             collector = collector.folding(sums, foresight.contributors(round, 0, &sent));
@@ -412,7 +485,7 @@ impl Server {
 
     /// Waits for a message from any child still open. A child whose link closed is marked
     /// closed and reported lost.
-    fn recv_any(&mut self) -> Result<(usize, Envelope), FederationError> {
+    pub(super) fn recv_any(&mut self) -> Result<(usize, Envelope), FederationError> {
         if self.children.iter().all(|c| c.closed) {
             return Err(FederationError::TierLost {
                 tier: "every child of the server".to_string(),
@@ -475,14 +548,19 @@ pub fn sample(seed: u64, round: u32, roster: &[ClientId], per_round: usize) -> V
     sampled
 }
 
-fn lost(node: NodeId) -> FederationError {
+/// Milliseconds since `started`, to a tenth.
+pub(super) fn wall_ms(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1e4).round() / 10.0
+}
+
+pub(super) fn lost(node: NodeId) -> FederationError {
     FederationError::TierLost {
         tier: node.to_string(),
         detail: None,
     }
 }
 
-fn protocol(detail: String) -> FederationError {
+pub(super) fn protocol(detail: String) -> FederationError {
     FederationError::Protocol {
         tier: NodeId::Server.to_string(),
         detail,
