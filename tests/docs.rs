@@ -452,8 +452,13 @@ fn every_json_block_parses_and_every_experiment_and_sweep_in_one_is_valid() {
             let at = format!("{}:{}", page.display(), block.line);
             let value: Value =
                 serde_json::from_str(&block.text).unwrap_or_else(|e| panic!("{at}: {e}"));
-            // A sweep's base path is relative to the shipped sweeps' folder.
-            let file = dir.path().join("experiments/sweeps/snippet.json");
+            // A sweep's base path is relative to the shipped sweeps' folder, an experiment's
+            // files (a trace) to the shipped experiments'.
+            let folder = match value.get("base") {
+                Some(_) => "experiments/sweeps",
+                None => "experiments",
+            };
+            let file = dir.path().join(folder).join("snippet.json");
             fs::write(&file, &block.text).unwrap();
             if value.get("federation").is_some() {
                 ExperimentConfig::load(&file, &[], &registry)

@@ -1,7 +1,7 @@
 //! The tree over MPI (the `mpi` feature): three ranks on this machine under `mpirun` give the
 //! bytes of the run in one process, in every topology and with clients that keep a state; a
 //! killed rank ends the whole run within seconds, naming the rank and its tiers, and the run
-//! resumes over MPI.
+//! resumes over MPI. An asynchronous run gives the bytes of one process too.
 #![cfg(feature = "mpi")]
 
 mod common;
@@ -146,6 +146,28 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
     )
     .unwrap();
     assert!(dropped.contains("deadline"), "{dropped}");
+}
+
+#[test]
+fn an_asynchronous_run_over_three_ranks_gives_the_bytes_of_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let [flat, relay, _] = TOPOLOGIES.map(|(_, topology)| topology);
+    for (name, topology) in [("flat", flat), ("relay", relay)] {
+        let sets = [
+            topology,
+            "federation.clients_per_round=null",
+            "federation.rounds=8",
+            r#"asynchronous={"concurrency":8}"#,
+            r#"strategy={"name":"fedbuff","buffer":3}"#,
+            r#"network.compute={"kind":"lognormal","median":600,"sigma":1.2}"#,
+            "availability.dropout=0.2",
+        ];
+        let single = dir.path().join(format!("{name}-single"));
+        run_ok(&experiment("mnist-t1"), &single, &sets);
+        let spread = dir.path().join(format!("{name}-mpi"));
+        mpi_run(3, &spread, &sets);
+        assert_same_results(&spread, &single);
+    }
 }
 
 #[test]
