@@ -170,23 +170,57 @@ impl Availability {
         Some(next)
     }
 
+    /// Those of `clients` online at `t`, in their order.
+    pub fn online_among(
+        &self,
+        clients: impl IntoIterator<Item = ClientId>,
+        t: f64,
+    ) -> Vec<ClientId> {
+        clients
+            .into_iter()
+            .filter(|&c| self.online_at(c, t))
+            .collect()
+    }
+
+    /// The first moment at or after `t` at which one of `clients` is online, if there is one.
+    pub fn next_online_among(
+        &self,
+        clients: impl IntoIterator<Item = ClientId>,
+        t: f64,
+    ) -> Option<f64> {
+        clients
+            .into_iter()
+            .filter_map(|c| self.next_online(c, t))
+            .min_by(f64::total_cmp)
+    }
+
     /// The first moment in `[from, to)` at which `client` is offline, if there is one: when an
     /// online client's training from `from` to `to` is cut short.
+    ///
+    /// It walks the client's intervals in the period's own time (the start of a period and
+    /// the time within it), never through an absolute time folded back into the period: that
+    /// can round to just inside the interval just left, and find it again.
     pub fn first_offline(&self, client: ClientId, from: f64, to: f64) -> Option<f64> {
-        let mut t = from;
-        // A repeating trace may join an interval ending at the period to one starting at 0;
-        // each pass moves to the end of one interval, so a client always online ends the loop
-        // by covering [from, to).
+        let list = &self.intervals.as_ref()?[client];
+        let (mut base, mut local) = self.fold(from);
+        let mut moment = from;
         loop {
-            let (base, (_, end)) = match self.interval_at(client, t) {
-                None => return Some(t),
-                Some(found) => found,
+            let holding = list
+                .iter()
+                .find(|&&(start, end)| start <= local && local < end);
+            let Some(&(_, end)) = holding else {
+                return Some(moment);
             };
-            let end = base + end;
-            if end >= to {
+            if base + end >= to {
                 return None;
             }
-            t = end;
+            // Each pass moves past one interval (or into the next period), so a client always
+            // online ends the walk at `to`.
+            match self.period {
+                Some(period) if end >= period => (base, local) = (base + period, 0.0),
+                _ => local = end,
+            }
+            moment = base + local;
         }
     }
 
@@ -241,6 +275,24 @@ mod tests {
         // Online from 28 through 32 without a break.
         assert_eq!(trace.first_offline(0, 28.0, 31.0), None);
         assert_eq!(trace.first_offline(0, 28.0, 35.0), Some(32.0));
+    }
+
+    #[test]
+    fn leaving_an_interval_of_a_later_period_is_found_although_the_clock_rounds() {
+        // 2400 + 1089.2, folded back into its period, rounds to just below 1089.2: a walk in
+        // absolute time found the interval it had just left, for ever.
+        let trace =
+            Availability::parse_trace("client,start_s,end_s\n0,0,1089.2\n", 1, Some(1200.0))
+                .unwrap();
+        let offline = trace
+            .first_offline(0, 2410.0, 3500.0)
+            .expect("it goes offline");
+        assert!((offline - 3489.2).abs() < 1e-9, "{offline}");
+        assert_eq!(trace.first_offline(0, 2410.0, 3489.0), None);
+        // Always online: the walk crosses period after period.
+        let always =
+            Availability::parse_trace("client,start_s,end_s\n0,0,10\n", 1, Some(10.0)).unwrap();
+        assert_eq!(always.first_offline(0, 5.0, 1e4), None);
     }
 
     #[test]
