@@ -25,12 +25,12 @@
 //! the clock for the first to come online. A dispatch's number is its `round` on the wire, so
 //! each (dispatch, client) trains with its own shuffle and dropout draw.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use rand::RngExt;
 
-use crate::availability::Availability;
 use crate::config::FailurePolicy;
 use crate::network::Traffic;
 use crate::network::message::HEADER_BYTES;
@@ -42,7 +42,7 @@ use crate::seed::{Purpose, stream};
 use crate::strategy::{Arrival, AsyncStrategy, ServerHalf};
 
 use super::FederationError;
-use super::client_group::{ClientConditions, drops_out};
+use super::client_group::{ClientConditions, Response};
 use super::collector::Failure;
 use super::server::{Roster, RoundEnd, Server, lost, protocol, wall_ms};
 
@@ -50,7 +50,7 @@ use super::server::{Roster, RoundEnd, Server, lost, protocol, wall_ms};
 const DISPATCH: Purpose = Purpose::new("async-dispatch");
 
 /// How an asynchronous federation runs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AsyncSetup {
     /// Clients in flight at once.
     pub concurrency: usize,
@@ -112,22 +112,13 @@ impl Clock {
             clients: vec![Dropped::new(client.id, DropReason::Dropout)],
         }
         .wire_bytes();
-        let conditions = &self.conditions;
-        if drops_out(conditions.seed, conditions.dropout, dispatch, 0, client.id) {
-            return answer_at(arrived, dropped);
-        }
-        let speed = conditions.speeds[client.id];
-        let work = conditions
-            .work
-            .work((dispatch, 0), client.id, client.num_samples, speed);
-        let finishes = arrived + work.samples as f64 / speed;
-        let availability = &conditions.availability;
-        if let Some(offline) = availability.first_offline(client.id, arrived, finishes) {
-            return answer_at(offline, dropped);
-        }
         // An uplink of one client's model without extra tensors.
         let uplink = HEADER_BYTES + 16 + 4 + 4 * params as u64;
-        answer_at(finishes, uplink)
+        match self.conditions.response((dispatch, 0), client, arrived) {
+            Response::DropsOut => answer_at(arrived, dropped),
+            Response::GoesOffline(at) => answer_at(at, dropped),
+            Response::Trains { finishes, .. } => answer_at(finishes, uplink),
+        }
     }
 }
 
@@ -212,7 +203,8 @@ struct Steps<'a> {
     roster: &'a Roster,
     clock: &'a Clock,
     concurrency: usize,
-    in_flight: Vec<Flight>,
+    /// The clients in flight, by client: a client is never in flight twice.
+    in_flight: BTreeMap<ClientId, Flight>,
     /// Dispatches so far.
     dispatches: u32,
     /// Server steps so far.
@@ -236,7 +228,7 @@ impl Server {
             roster,
             clock: &clock,
             concurrency: setup.concurrency,
-            in_flight: Vec::new(),
+            in_flight: BTreeMap::new(),
             dispatches: 0,
             steps: self.setup.start.round,
             global: std::mem::take(&mut self.setup.initial_model).into(),
@@ -260,10 +252,12 @@ impl Server {
             }
             let next = loop_state
                 .in_flight
-                .iter()
-                .enumerate()
-                .min_by(|a, b| total_order(a.1.key(), b.1.key()))
-                .map(|(index, flight)| (index, flight.key().0, flight.answer.is_some()));
+                .values()
+                .map(Flight::key)
+                .min_by(|a, b| total_order(*a, *b))
+                .map(|(at, client, _)| {
+                    (client, at, loop_state.in_flight[&client].answer.is_some())
+                });
             let wake = self.next_online(&loop_state);
             match (next, wake) {
                 (next, Some(wake)) if next.is_none_or(|(_, at, _)| wake < at) => {
@@ -273,8 +267,8 @@ impl Server {
                 }
                 (None, _) => return Err(FederationError::NoneOnline { at: self.now }),
                 (Some((_, _, false)), _) => self.take_answer(&mut loop_state)?,
-                (Some((index, at, true)), _) => {
-                    let flight = loop_state.in_flight.remove(index);
+                (Some((client, at, true)), _) => {
+                    let flight = loop_state.in_flight.remove(&client).expect("in flight");
                     self.now = at;
                     let stepped = self.apply(&mut loop_state, flight, &mut so_far)?;
                     if let Some(metrics) = stepped {
@@ -361,25 +355,6 @@ impl Server {
         }))
     }
 
-    /// `record` with the global model's evaluation, when the step is due for one.
-    fn evaluated(&self, mut record: RoundRecord, global: &[f32], began: f64) -> RoundRecord {
-        let rounds = self.setup.rounds;
-        let Some(plan) = self
-            .setup
-            .evaluation
-            .as_ref()
-            .filter(|plan| plan.evaluates(record.round, rounds, began, self.now))
-        else {
-            return record;
-        };
-        let evaluation = plan.evaluator.test(global);
-        record.client_accuracy = plan.evaluator.clients(global);
-        record.test_accuracy = Some(evaluation.accuracy);
-        record.test_loss = Some(evaluation.loss);
-        record.test_class_accuracy = evaluation.class_accuracy;
-        record
-    }
-
     /// Hands a finished step to the caller, with what a checkpoint needs.
     fn finish_step(
         &self,
@@ -388,11 +363,12 @@ impl Server {
         started: Instant,
     ) -> Result<(), FederationError> {
         record.wall_ms = wall_ms(started);
-        let flying: Vec<InFlightState> = steps.in_flight.iter().map(|f| f.state.clone()).collect();
+        let flying: Vec<InFlightState> =
+            steps.in_flight.values().map(|f| f.state.clone()).collect();
         // A client in flight may have finished in real time and kept a new state: the
         // checkpoint takes the one it was dispatched with, as its answer is still to come.
         let mut client_states = self.setup.client_states.snapshot();
-        client_states.retain(|(client, _)| flying.iter().all(|f| f.client != *client));
+        client_states.retain(|(client, _)| !steps.in_flight.contains_key(client));
         client_states.extend(
             flying
                 .iter()
@@ -417,16 +393,14 @@ impl Server {
         steps: &mut Steps<'_>,
         so_far: &mut StepSoFar,
     ) -> Result<(), FederationError> {
-        while steps.in_flight.len() < steps.concurrency {
-            let idle = self.idle(steps, |availability, client, now| {
-                availability.online_at(client, now).then_some(client)
-            });
-            if idle.is_empty() {
-                break;
-            }
+        if steps.in_flight.len() >= steps.concurrency {
+            return Ok(());
+        }
+        let mut idle = self.setup.availability.online_among(idle(steps), self.now);
+        while steps.in_flight.len() < steps.concurrency && !idle.is_empty() {
             steps.dispatches += 1;
             let mut rng = stream(self.setup.seed, DISPATCH, steps.dispatches, 0);
-            let client = idle[rng.random_range(0..idle.len())];
+            let client = idle.remove(rng.random_range(0..idle.len()));
             let flight = InFlightState {
                 dispatch: steps.dispatches,
                 client,
@@ -446,27 +420,9 @@ impl Server {
         if steps.in_flight.len() >= steps.concurrency {
             return None;
         }
-        self.idle(steps, |availability, client, now| {
-            availability.next_online(client, now)
-        })
-        .into_iter()
-        .min_by(f64::total_cmp)
-    }
-
-    /// `pick` of every client not in flight, in id order, where it gives something.
-    fn idle<T>(
-        &self,
-        steps: &Steps<'_>,
-        pick: impl Fn(&Availability, ClientId, f64) -> Option<T>,
-    ) -> Vec<T> {
-        let availability = &self.setup.availability;
-        steps
-            .roster
-            .ids
-            .iter()
-            .filter(|&&c| steps.in_flight.iter().all(|f| f.state.client != c))
-            .filter_map(|&c| pick(availability, c, self.now))
-            .collect()
+        self.setup
+            .availability
+            .next_online_among(idle(steps), self.now)
     }
 
     /// Sends `flight`'s model down at its dispatch time, counted in `so_far`, and puts it in
@@ -499,11 +455,13 @@ impl Server {
             .link
             .send(downlink, flight.sent_at)
             .map_err(|_| lost(child.node))?;
-        steps.in_flight.push(Flight {
+        let client = flight.client;
+        let flight = Flight {
             state: flight,
             bound,
             answer: None,
-        });
+        };
+        steps.in_flight.insert(client, flight);
         Ok(())
     }
 
@@ -554,10 +512,8 @@ impl Server {
         };
         let flight = steps
             .in_flight
-            .iter_mut()
-            .find(|f| {
-                f.state.dispatch == dispatch && f.state.client == client && f.answer.is_none()
-            })
+            .get_mut(&client)
+            .filter(|f| f.state.dispatch == dispatch && f.answer.is_none())
             .ok_or_else(|| {
                 protocol(format!(
                     "an answer from client {client} to dispatch {dispatch}, which awaits none"
@@ -574,6 +530,16 @@ impl Server {
             ServerHalf::Rounds(_) => unreachable!("asynchronous steps run the asynchronous half"),
         }
     }
+}
+
+/// The clients not in flight, in id order.
+fn idle<'a>(steps: &'a Steps<'_>) -> impl Iterator<Item = ClientId> + 'a {
+    steps
+        .roster
+        .ids
+        .iter()
+        .copied()
+        .filter(|c| !steps.in_flight.contains_key(c))
 }
 
 /// `(time, client, dispatch)` keys in order, times compared as totally ordered floats.

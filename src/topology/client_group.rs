@@ -53,6 +53,48 @@ impl ClientConditions {
     }
 }
 
+/// What a client does with a model that reached it, as its [`ClientConditions`] decide.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Response {
+    /// It sits the round out (its dropout draw) and says so at once.
+    DropsOut,
+    /// It goes offline at this simulated time, before its training would end (or is offline
+    /// already when the model arrives), and is dropped then.
+    GoesOffline(f64),
+    /// It trains for `steps` SGD steps, which end at simulated time `finishes`.
+    Trains {
+        /// SGD steps.
+        steps: u32,
+        /// When training ends.
+        finishes: f64,
+    },
+}
+
+impl ClientConditions {
+    /// What `client` does with the model of (round, edge round) `rounds` that reached it at
+    /// simulated time `arrived`: what its group acts on, and what an asynchronous server
+    /// foresees of when its answer leaves it.
+    pub fn response(&self, rounds: (u32, u32), client: ClientInfo, arrived: f64) -> Response {
+        let (round, edge_round) = rounds;
+        if drops_out(self.seed, self.dropout, round, edge_round, client.id) {
+            return Response::DropsOut;
+        }
+        let speed = self.speeds[client.id];
+        let work = self.work.work(rounds, client.id, client.num_samples, speed);
+        let finishes = arrived + work.samples as f64 / speed;
+        match self
+            .availability
+            .first_offline(client.id, arrived, finishes)
+        {
+            Some(offline) => Response::GoesOffline(offline),
+            None => Response::Trains {
+                steps: work.steps,
+                finishes,
+            },
+        }
+    }
+}
+
 /// What a group needs besides its link and the trainer.
 #[derive(Debug, Clone)]
 pub struct GroupSetup {
@@ -196,43 +238,26 @@ impl ClientGroup {
 
     /// Starts a client's training, or reports it dropped; false if the parent is gone.
     fn start(&mut self, mut job: Job, arrived: f64, done: &Done) -> bool {
-        if self.drops_out(&job) {
-            let dropped = Message::Dropped {
-                round: job.round,
-                clients: vec![Dropped::new(job.client, DropReason::Dropout)],
-            };
-            return self.link.send(dropped, arrived).is_ok();
-        }
-        let speed = self.setup.conditions.speeds[job.client];
-        let work = self.setup.conditions.work.work(
-            (job.round, job.edge_round),
-            job.client,
-            self.num_samples[&job.client],
-            speed,
-        );
-        job.steps = work.steps;
-        let finishes = arrived + work.samples as f64 / speed;
-        let availability = &self.setup.conditions.availability;
-        if let Some(offline) = availability.first_offline(job.client, arrived, finishes) {
-            let dropped = Message::Dropped {
-                round: job.round,
-                clients: vec![Dropped::new(job.client, DropReason::Offline)],
-            };
-            return self.link.send(dropped, offline).is_ok();
-        }
-        self.in_flight.insert(job.client, finishes);
-        self.trainer.spawn(job, done.clone());
-        true
-    }
-
-    fn drops_out(&self, job: &Job) -> bool {
-        drops_out(
-            self.setup.conditions.seed,
-            self.setup.conditions.dropout,
-            job.round,
-            job.edge_round,
-            job.client,
-        )
+        let client = ClientInfo {
+            id: job.client,
+            num_samples: self.num_samples[&job.client],
+        };
+        let rounds = (job.round, job.edge_round);
+        let (reason, at) = match self.setup.conditions.response(rounds, client, arrived) {
+            Response::DropsOut => (DropReason::Dropout, arrived),
+            Response::GoesOffline(at) => (DropReason::Offline, at),
+            Response::Trains { steps, finishes } => {
+                job.steps = steps;
+                self.in_flight.insert(job.client, finishes);
+                self.trainer.spawn(job, done.clone());
+                return true;
+            }
+        };
+        let dropped = Message::Dropped {
+            round: job.round,
+            clients: vec![Dropped::new(job.client, reason)],
+        };
+        self.link.send(dropped, at).is_ok()
     }
 
     /// Sends a finished client's result up; false if the parent is gone.

@@ -325,31 +325,50 @@ impl Server {
             let aggregate = self.aggregate(&context, &global, collected.updates);
             (aggregate.model.into(), aggregate.metrics)
         };
-        let evaluator = self
-            .setup
-            .evaluation
-            .as_ref()
-            .filter(|plan| plan.evaluates(round, self.setup.rounds, round_start, self.now))
-            .map(|plan| &plan.evaluator);
-        let evaluation = evaluator.map(|e| e.test(&global));
-        let client_accuracy = evaluator.and_then(|e| e.clients(&global));
         let record = RoundRecord {
             round,
             clients: sampled,
             dropped: collected.dropped,
             train_loss,
-            test_accuracy: evaluation.as_ref().map(|e| e.accuracy),
-            test_loss: evaluation.as_ref().map(|e| e.loss),
-            test_class_accuracy: evaluation.map(|e| e.class_accuracy).unwrap_or_default(),
-            client_accuracy,
+            test_accuracy: None,
+            test_loss: None,
+            test_class_accuracy: Vec::new(),
+            client_accuracy: None,
             strategy: metrics,
             traffic: self.traffic.since(&traffic_before),
             sim_round_s: self.now - round_start,
             sim_time_s: self.now,
             staleness: None,
-            wall_ms: wall_ms(started),
+            wall_ms: 0.0,
         };
+        let mut record = self.evaluated(record, &global, round_start);
+        record.wall_ms = wall_ms(started);
         Ok((global, record))
+    }
+
+    /// `record`, of a round (or server step) that began at simulated time `began` and ends
+    /// now with `global`, with the global model's scores when it is due for an evaluation.
+    pub(super) fn evaluated(
+        &self,
+        mut record: RoundRecord,
+        global: &[f32],
+        began: f64,
+    ) -> RoundRecord {
+        let rounds = self.setup.rounds;
+        let Some(plan) = self
+            .setup
+            .evaluation
+            .as_ref()
+            .filter(|plan| plan.evaluates(record.round, rounds, began, self.now))
+        else {
+            return record;
+        };
+        let evaluation = plan.evaluator.test(global);
+        record.client_accuracy = plan.evaluator.clients(global);
+        record.test_accuracy = Some(evaluation.accuracy);
+        record.test_loss = Some(evaluation.loss);
+        record.test_class_accuracy = evaluation.class_accuracy;
+        record
     }
 
     /// The clients online now, in id order, after waiting on the simulated clock for the first
@@ -359,26 +378,16 @@ impl Server {
         roster: &Roster,
     ) -> Result<Vec<ClientId>, FederationError> {
         let availability = &self.setup.availability;
-        let online = |now: f64| -> Vec<ClientId> {
-            roster
-                .ids
-                .iter()
-                .copied()
-                .filter(|&c| availability.online_at(c, now))
-                .collect()
-        };
-        let now = online(self.now);
+        let ids = || roster.ids.iter().copied();
+        let now = availability.online_among(ids(), self.now);
         if !now.is_empty() {
             return Ok(now);
         }
-        let next = roster
-            .ids
-            .iter()
-            .filter_map(|&c| availability.next_online(c, self.now))
-            .min_by(f64::total_cmp)
+        let next = availability
+            .next_online_among(ids(), self.now)
             .ok_or(FederationError::NoneOnline { at: self.now })?;
         self.now = next;
-        Ok(online(next))
+        Ok(self.setup.availability.online_among(ids(), next))
     }
 
     /// Sends the round's model and extra tensors down: to a client group one downlink per
