@@ -105,25 +105,34 @@ pub fn server_megabytes(run: &Run) -> Vec<f64> {
         .collect()
 }
 
-/// A configuration's curve of `y` against `x`, over the rounds every seed has a `y` for.
-/// Runs of one configuration have the same rounds, so their records line up by position.
+/// A configuration's curve of `y` against `x`: the `n`-th point is the mean over the seeds of
+/// each one's `n`-th record with a `y`, for as many points as every seed has. The seeds of a
+/// configuration are evaluated in the same rounds, or (with `eval.every_s`, as asynchronous
+/// runs are) after the same multiples of the clock, so their `n`-th values line up even where
+/// the records do not.
 pub fn curve(configuration: &Configuration, x: XOf, y: fn(&RoundRecord) -> Option<f64>) -> Curve {
-    let xs: Vec<Vec<f64>> = configuration.runs.iter().map(x).collect();
-    let rounds = configuration.runs[0].records.len();
-    let points = (0..rounds)
-        .filter_map(|i| {
-            let ys: Vec<f64> = configuration
-                .runs
-                .iter()
-                .map(|run| run.records.get(i).and_then(y))
-                .collect::<Option<_>>()?;
-            let n = ys.len() as f64;
-            Some(Point {
-                x: xs.iter().map(|x| x[i]).sum::<f64>() / n,
-                mean: ys.iter().sum::<f64>() / n,
-                low: ys.iter().copied().fold(f64::INFINITY, f64::min),
-                high: ys.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-            })
+    let series: Vec<Vec<(f64, f64)>> = configuration
+        .runs
+        .iter()
+        .map(|run| {
+            x(run)
+                .into_iter()
+                .zip(&run.records)
+                .filter_map(|(x, record)| y(record).map(|y| (x, y)))
+                .collect()
+        })
+        .collect();
+    let length = series.iter().map(Vec::len).min().unwrap_or(0);
+    let points = (0..length)
+        .map(|i| {
+            let n = series.len() as f64;
+            let ys = || series.iter().map(|s| s[i].1);
+            Point {
+                x: series.iter().map(|s| s[i].0).sum::<f64>() / n,
+                mean: ys().sum::<f64>() / n,
+                low: ys().fold(f64::INFINITY, f64::min),
+                high: ys().fold(f64::NEG_INFINITY, f64::max),
+            }
         })
         .collect();
     Curve {
@@ -376,5 +385,33 @@ mod tests {
         assert!(close(first.low, 0.2) && close(first.high, 0.4));
         assert!(close(second.x, 2.0) && close(second.mean, 0.6));
         assert!(close(second.low, 0.5) && close(second.high, 0.7));
+    }
+
+    #[test]
+    fn seeds_evaluated_at_other_records_pair_their_nth_evaluations() {
+        // Asynchronous runs evaluated on the clock: one seed's first evaluation is at its
+        // second step, the other's at its third.
+        let unevaluated = |round: u32| {
+            let mut r = record(round, 0.0);
+            r.test_accuracy = None;
+            r
+        };
+        let run = |records: Vec<RoundRecord>| Run {
+            dir: Default::default(),
+            config: json!({}),
+            records,
+        };
+        let configuration = Configuration {
+            label: "a".into(),
+            runs: vec![
+                run(vec![unevaluated(1), record(2, 0.4), record(3, 0.8)]),
+                run(vec![unevaluated(1), unevaluated(2), record(3, 0.6)]),
+            ],
+        };
+        let curve = curve(&configuration, sim_time, |r| r.test_accuracy);
+        let [point] = curve.points[..] else {
+            panic!("one point: {:?}", curve.points)
+        };
+        assert!((point.x - 2.5).abs() < 1e-12 && (point.mean - 0.5).abs() < 1e-12);
     }
 }
