@@ -13,7 +13,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{initial_model, plan, run, train_round, trainer};
+use common::{MNIST_SGD, initial_model, plan, run, train_round, trainer};
 use fedsim::backend::BackendKind;
 use fedsim::config::TopologyConfig;
 use fedsim::training::{ClientTrainer, EchoTrainer, InjectedFaults};
@@ -53,6 +53,7 @@ fn main() {
         BackendKind::Flex,
         WORKERS,
         (CLIENTS, SAMPLES),
+        MNIST_SGD,
     ));
     let steps = SAMPLES.div_ceil(32) as u32;
     train_round(&training, &model, PER_ROUND, steps);

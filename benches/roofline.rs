@@ -15,10 +15,10 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use common::{
-    CLIENTS_PER_ROUND, EPOCH_STEPS, SAMPLES_PER_CLIENT, initial_model, train_round, trainer,
+    CLIENTS_PER_ROUND, EPOCH_STEPS, MNIST_SGD, SAMPLES_PER_CLIENT, gemm_rate, initial_model,
+    median, per_second, train_round, trainer,
 };
 use fedsim::backend::BackendKind;
 use fedsim::data::Dataset;
@@ -39,8 +39,6 @@ const MLP_PRODUCTS: [([usize; 3], &str); 2] = [
     ([32, 784, 200], "the MLP's first layer"),
     ([784, 32, 200], "its weight gradient"),
 ];
-/// How long each throughput is measured for, after a warm-up.
-const MEASURE: Duration = Duration::from_millis(1500);
 /// Alternating measurements of a throughput and of the product rate, per table row.
 const PAIRS: usize = 5;
 /// Test images per forward pass in evaluation.
@@ -109,25 +107,6 @@ fn print_row(
     );
 }
 
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.collect();
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-/// Runs `work` once to warm up, then repeatedly for about [`MEASURE`]; returns how many
-/// times per second it ran.
-fn per_second(mut work: impl FnMut()) -> f64 {
-    work();
-    let start = Instant::now();
-    let mut runs = 0;
-    while start.elapsed() < MEASURE {
-        work();
-        runs += 1;
-    }
-    f64::from(runs) / start.elapsed().as_secs_f64()
-}
-
 /// A measurement of training samples per second: rounds of 8 clients on `workers` workers.
 fn training_throughput(
     data: &Arc<Dataset>,
@@ -140,6 +119,7 @@ fn training_throughput(
         BackendKind::Flex,
         workers,
         (CLIENTS_PER_ROUND, SAMPLES_PER_CLIENT),
+        MNIST_SGD,
     );
     let params = initial_model(data, model);
     move || {
@@ -167,61 +147,5 @@ fn evaluation_throughput(
             })
         });
         passes * data.len() as f64
-    }
-}
-
-/// The best rate, in GFLOP/s, of `threads` single-threaded `[m, k] · [k, n]` f32 products
-/// running at once, over three repetitions.
-fn gemm_rate(threads: usize, [m, k, n]: [usize; 3]) -> f64 {
-    let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.25).collect();
-    let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
-    let mut outputs = vec![vec![0.0f32; m * n]; threads];
-    let flops = 2.0 * (m * k * n) as f64;
-    let repeats = (1e9 / flops).ceil() as usize;
-    let mut best = Duration::MAX;
-    for _ in 0..3 {
-        let start = Instant::now();
-        std::thread::scope(|scope| {
-            for dst in &mut outputs {
-                let (lhs, rhs) = (&lhs, &rhs);
-                scope.spawn(move || {
-                    for _ in 0..repeats {
-                        product([m, k, n], lhs, rhs, dst);
-                    }
-                });
-            }
-        });
-        best = best.min(start.elapsed());
-    }
-    threads as f64 * repeats as f64 * flops / best.as_secs_f64() / 1e9
-}
-
-/// `dst = lhs · rhs` for row-major `[m, k]` and `[k, n]` matrices, on the calling thread.
-fn product([m, k, n]: [usize; 3], lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
-    assert!(lhs.len() == m * k && rhs.len() == k * n && dst.len() == m * n);
-    // SAFETY: the three buffers hold exactly these row-major shapes, with these strides, and
-    // `dst` does not alias the inputs.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            lhs.as_ptr(),
-            1,
-            k as isize,
-            rhs.as_ptr(),
-            1,
-            n as isize,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
     }
 }

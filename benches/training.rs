@@ -11,7 +11,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    CLIENTS_PER_ROUND, EPOCH_STEPS, SAMPLES_PER_CLIENT, initial_model, train_round, trainer,
+    CLIENTS_PER_ROUND, EPOCH_STEPS, MNIST_SGD, SAMPLES_PER_CLIENT, initial_model, train_round,
+    trainer,
 };
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fedsim::backend::BackendKind;
@@ -46,6 +47,7 @@ fn local_epoch(c: &mut Criterion) {
             backend,
             1,
             (CLIENTS_PER_ROUND, SAMPLES_PER_CLIENT),
+            MNIST_SGD,
         );
         let params = initial_model(&data, &model);
         group.bench_function(name(&model, backend), |b| {
@@ -74,6 +76,7 @@ fn parallel_round(c: &mut Criterion) {
                 backend,
                 workers,
                 (CLIENTS_PER_ROUND, SAMPLES_PER_CLIENT),
+                MNIST_SGD,
             );
             let id = BenchmarkId::new(name(&model, backend), format!("num_parallels={workers}"));
             group.bench_function(id, |b| {

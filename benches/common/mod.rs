@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use fedsim::availability::Availability;
 use fedsim::backend::BackendKind;
@@ -40,14 +41,21 @@ pub fn model(name: &str) -> ModelChoice {
         .expect("a built-in model")
 }
 
+/// The MNIST benchmarks' SGD, as (batch size, learning rate).
+pub const MNIST_SGD: (usize, f64) = (32, 0.05);
+
+/// How long each throughput is measured for, after a warm-up.
+pub const MEASURE: Duration = Duration::from_millis(1500);
+
 /// A trainer over `clients` clients of `samples` consecutive samples each, training one epoch
-/// of batch 32 at learning rate 0.05.
+/// of SGD at `(batch_size, lr)`.
 pub fn trainer(
     data: &Arc<Dataset>,
     model: &ModelChoice,
     backend: BackendKind,
     workers: usize,
     (count, samples): (usize, usize),
+    (batch_size, lr): (usize, f64),
 ) -> Trainer {
     let clients = (0..count)
         .map(|c| (c * samples..(c + 1) * samples).collect())
@@ -59,8 +67,8 @@ pub fn trainer(
         model: model.clone(),
         client: ClientConfig {
             epochs: 1,
-            batch_size: 32,
-            lr: 0.05,
+            batch_size,
+            lr,
             momentum: 0.0,
             weight_decay: 0.0,
             work: Default::default(),
@@ -144,4 +152,80 @@ pub fn plan(
 pub fn run(plan: Plan, trainer: Arc<dyn ClientTrainer>) {
     let result = topology::run(plan, trainer, |_| Ok::<_, ()>(()));
     result.unwrap().expect("the federation runs");
+}
+
+/// The median of `values`.
+pub fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Runs `work` once to warm up, then repeatedly for about [`MEASURE`]; returns how many
+/// times per second it ran.
+pub fn per_second(mut work: impl FnMut()) -> f64 {
+    work();
+    let start = Instant::now();
+    let mut runs = 0;
+    while start.elapsed() < MEASURE {
+        work();
+        runs += 1;
+    }
+    f64::from(runs) / start.elapsed().as_secs_f64()
+}
+
+/// The best rate, in GFLOP/s, of `threads` single-threaded `[m, k] · [k, n]` f32 products
+/// running at once, over three repetitions.
+pub fn gemm_rate(threads: usize, [m, k, n]: [usize; 3]) -> f64 {
+    let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.25).collect();
+    let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+    let mut outputs = vec![vec![0.0f32; m * n]; threads];
+    let flops = 2.0 * (m * k * n) as f64;
+    let repeats = (1e9 / flops).ceil() as usize;
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let start = Instant::now();
+        std::thread::scope(|scope| {
+            for dst in &mut outputs {
+                let (lhs, rhs) = (&lhs, &rhs);
+                scope.spawn(move || {
+                    for _ in 0..repeats {
+                        product([m, k, n], lhs, rhs, dst);
+                    }
+                });
+            }
+        });
+        best = best.min(start.elapsed());
+    }
+    threads as f64 * repeats as f64 * flops / best.as_secs_f64() / 1e9
+}
+
+/// `dst = lhs · rhs` for row-major `[m, k]` and `[k, n]` matrices, on the calling thread.
+fn product([m, k, n]: [usize; 3], lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
+    assert!(lhs.len() == m * k && rhs.len() == k * n && dst.len() == m * n);
+    // SAFETY: the three buffers hold exactly these row-major shapes, with these strides, and
+    // `dst` does not alias the inputs.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.as_ptr(),
+            1,
+            k as isize,
+            rhs.as_ptr(),
+            1,
+            n as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
 }

@@ -6,14 +6,15 @@
 //! each of the four gates with two matrix products per time step. Here the input products
 //! of all time steps are one matrix product before the loop, and each step does a single
 //! product of the hidden state with the four gates' weights side by side: the same
-//! arithmetic in far fewer, larger operations.
+//! arithmetic in far fewer, larger operations. On burn-flex each layer runs as one operation
+//! of fedsim's own ([`super::lstm_layer`]).
 
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
-use burn::tensor::activation::sigmoid;
 use burn::tensor::{Device, Int, Tensor};
 use serde::{Deserialize, Serialize};
 
+use super::lstm_layer::lstm_layer;
 use super::mlp::{dense, nonzero_widths};
 use super::{Architecture, Input, Net, Network, cannot_take};
 use crate::config::check::Problems;
@@ -145,13 +146,12 @@ impl CharLstm {
     pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<2> {
         // Time-major from here on, so that each step's rows are contiguous.
         let mut sequence = self.embedding.forward(tokens.swap_dims(0, 1));
-        let (last, below) = self.layers.split_last().expect("the model has a layer");
-        for layer in below {
-            sequence = Tensor::stack(layer.run(sequence), 0);
+        for layer in &self.layers {
+            sequence = lstm_layer(&layer.input, &layer.recurrent, sequence);
         }
-        let outputs = last.run(sequence);
-        self.output
-            .forward(outputs.into_iter().last().expect("sequences are not empty"))
+        let [steps, batch, units] = sequence.dims();
+        let last = sequence.narrow(0, steps - 1, 1).reshape([batch, units]);
+        self.output.forward(last)
     }
 }
 
@@ -162,42 +162,6 @@ impl Network for CharLstm {
             other => cannot_take("the LSTM", &other),
         }
     }
-}
-
-impl LstmLayer {
-    /// The hidden state after each step of `sequence` `[steps, batch, inputs]`, from zero
-    /// state.
-    fn run(&self, sequence: Tensor<3>) -> Vec<Tensor<2>> {
-        let [steps, batch, inputs] = sequence.dims();
-        let units = self.recurrent.weight.dims()[0];
-        let gate_inputs = self
-            .input
-            .forward(sequence.reshape([steps * batch, inputs]))
-            .reshape([steps, batch, 4 * units]);
-        let device = gate_inputs.device();
-        let mut hidden = Tensor::<2>::zeros([batch, units], &device);
-        let mut cell = Tensor::<2>::zeros([batch, units], &device);
-        let mut outputs = Vec::with_capacity(steps);
-        for step in 0..steps {
-            let pre_activations = gate_inputs
-                .clone()
-                .narrow(0, step, 1)
-                .reshape([batch, 4 * units])
-                + self.recurrent.forward(hidden);
-            let [input, forget, candidate, output] =
-                <[Tensor<2>; 4]>::try_from(pre_activations.chunk(4, 1)).expect("four gates");
-            cell = sigmoid(forget) * cell + sigmoid(input) * tanh_by_sigmoid(candidate);
-            hidden = sigmoid(output) * tanh_by_sigmoid(cell.clone());
-            outputs.push(hidden.clone());
-        }
-        outputs
-    }
-}
-
-/// `tanh(x)` as `2 sigmoid(2x) - 1`: burn-flex computes `tanh` through libm's slow `expm1f`,
-/// `sigmoid` through `expf`.
-fn tanh_by_sigmoid(x: Tensor<2>) -> Tensor<2> {
-    sigmoid(x.mul_scalar(2.0)).mul_scalar(2.0).sub_scalar(1.0)
 }
 
 /// Multiply-adds per sample of each matrix product: each LSTM layer's input and recurrent

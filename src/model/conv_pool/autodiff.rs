@@ -4,20 +4,15 @@
 use std::sync::Arc;
 
 use burn::backend::Flex;
-use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
-use burn::backend::tensor::FloatTensor;
 use burn::tensor::Tensor;
 
 use super::kernels::{self, Geometry, Winners};
-use super::{flex_tensor, with_values};
-
-/// The training device's backend: flex under autodiff without gradient checkpointing.
-type Tracked = Autodiff<Flex>;
+use crate::model::flex::{Tracked, flex_tensor, tracked, with_values};
 
 /// [`kernels::forward`] on tracked tensors; the output's gradient step is [`ConvReluPool`].
 pub(super) fn forward(
@@ -48,13 +43,6 @@ pub(super) fn forward(
         OpsKind::UnTracked(prep) => prep.finish(output),
     };
     Tensor::from_primitive::<Tracked>(output)
-}
-
-/// The tensor as flex's autodiff primitive.
-fn tracked<const D: usize>(tensor: Tensor<D>) -> FloatTensor<Tracked> {
-    tensor
-        .try_into_primitive::<Tracked>()
-        .expect("a tensor on the flex autodiff device")
 }
 
 /// The backward step of one block.

@@ -10,6 +10,8 @@
 
 use std::cell::RefCell;
 
+use crate::model::matrix::{Matrix, multiply};
+
 /// Column-matrix elements a tile may hold (4 MiB of `f32`): tiles of a few images keep the
 /// matrix products large enough to run near the machine's rate while bounding the buffer, which
 /// for a whole evaluation chunk would be hundreds of megabytes.
@@ -434,74 +436,6 @@ fn add_bias_grad(geometry: &Geometry, convolved_grad: &[f32], width: usize, bias
         *grad += convolved_grad[output * width..][..width]
             .iter()
             .sum::<f32>();
-    }
-}
-
-/// A read-only matrix view: element `(r, c)` is `data[r * row_stride + c * column_stride]`.
-#[derive(Debug, Clone, Copy)]
-struct Matrix<'a> {
-    data: &'a [f32],
-    rows: usize,
-    columns: usize,
-    row_stride: usize,
-    column_stride: usize,
-}
-
-impl<'a> Matrix<'a> {
-    fn row_major(data: &'a [f32], rows: usize, columns: usize) -> Self {
-        assert_eq!(data.len(), rows * columns, "matrix size");
-        Self {
-            data,
-            rows,
-            columns,
-            row_stride: columns,
-            column_stride: 1,
-        }
-    }
-
-    fn transposed(self) -> Self {
-        Self {
-            rows: self.columns,
-            columns: self.rows,
-            row_stride: self.column_stride,
-            column_stride: self.row_stride,
-            ..self
-        }
-    }
-}
-
-/// `product = lhs · rhs` (or `product += lhs · rhs` if `accumulate`), `product` row-major,
-/// on the calling thread: the trainer already runs one client per core.
-fn multiply(product: &mut [f32], lhs: Matrix<'_>, rhs: Matrix<'_>, accumulate: bool) {
-    assert_eq!(lhs.columns, rhs.rows, "inner dimensions");
-    assert_eq!(product.len(), lhs.rows * rhs.columns, "product size");
-    let as_isize = |n: usize| n as isize;
-    // SAFETY: the views were built from slices of exactly `rows * columns` elements in one of
-    // two orders (checked in `Matrix::row_major`), so every index gemm forms from these
-    // dimensions and strides lies inside `lhs.data`, `rhs.data` and `product`, which do not
-    // overlap (one is borrowed mutably).
-    unsafe {
-        gemm::gemm(
-            lhs.rows,
-            rhs.columns,
-            lhs.columns,
-            product.as_mut_ptr(),
-            1,
-            as_isize(rhs.columns),
-            accumulate,
-            lhs.data.as_ptr(),
-            as_isize(lhs.column_stride),
-            as_isize(lhs.row_stride),
-            rhs.data.as_ptr(),
-            as_isize(rhs.column_stride),
-            as_isize(rhs.row_stride),
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
     }
 }
 

@@ -18,15 +18,16 @@
 mod autodiff;
 mod kernels;
 
+use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
-use burn::backend::{DispatchDevice, Flex};
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::Conv2d;
+use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 use burn::tensor::module::max_pool2d;
 use burn::tensor::ops::MaxPoolOptions;
-use burn::tensor::{Tensor, TensorData};
 
+use super::flex::{flex_primitive, flex_tensor, on_flex, with_values};
 use kernels::Geometry;
 
 /// `maxpool2(relu(conv(images)))` with 2x2 pooling of stride 2, on images
@@ -35,11 +36,7 @@ use kernels::Geometry;
 /// on them; anything else composes burn's ops.
 pub fn conv_relu_pool(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
     let device = images.device();
-    let on_flex = matches!(
-        device.clone().inner().as_dispatch(),
-        DispatchDevice::Flex(_)
-    );
-    let geometry = if on_flex {
+    let geometry = if on_flex(&device) {
         geometry(conv, &images)
     } else {
         None
@@ -102,30 +99,6 @@ fn forward(
             })
         })
     })
-}
-
-/// Runs `read` on the tensor's values in row-major order, copying only if they are not
-/// contiguous already.
-fn with_values<R>(tensor: &FlexTensor, read: impl FnOnce(&[f32]) -> R) -> R {
-    match tensor.as_slice::<f32>() {
-        Some(values) => read(values),
-        None => read(
-            tensor
-                .to_contiguous()
-                .as_slice::<f32>()
-                .expect("the CNN computes in f32"),
-        ),
-    }
-}
-
-fn flex_primitive<const D: usize>(tensor: Tensor<D>) -> FlexTensor {
-    tensor
-        .try_into_primitive::<Flex>()
-        .expect("a tensor on the flex device")
-}
-
-fn flex_tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FlexTensor {
-    FlexTensor::from_data(TensorData::new(values, shape))
 }
 
 #[cfg(test)]

@@ -1,0 +1,52 @@
+//! What fedsim's own operations on burn-flex (`conv_pool`, `lstm_layer`) share: whether a
+//! device is flex, and the moves between burn's tensors and flex's primitives and values.
+
+use burn::backend::autodiff::Autodiff;
+use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{DispatchDevice, Flex};
+use burn::tensor::{Device, Tensor, TensorData};
+
+/// The training device's backend: flex under autodiff without gradient checkpointing.
+pub(super) type Tracked = Autodiff<Flex>;
+
+/// Whether `device` is burn-flex, with or without autodiff.
+pub(super) fn on_flex(device: &Device) -> bool {
+    matches!(
+        device.clone().inner().as_dispatch(),
+        DispatchDevice::Flex(_)
+    )
+}
+
+/// Runs `read` on the tensor's values in row-major order, copying only if they are not
+/// contiguous already.
+pub(super) fn with_values<R>(tensor: &FlexTensor, read: impl FnOnce(&[f32]) -> R) -> R {
+    match tensor.as_slice::<f32>() {
+        Some(values) => read(values),
+        None => read(
+            tensor
+                .to_contiguous()
+                .as_slice::<f32>()
+                .expect("fedsim's operations compute in f32"),
+        ),
+    }
+}
+
+/// The tensor as flex's primitive.
+pub(super) fn flex_primitive<const D: usize>(tensor: Tensor<D>) -> FlexTensor {
+    tensor
+        .try_into_primitive::<Flex>()
+        .expect("a tensor on the flex device")
+}
+
+/// The tensor as flex's autodiff primitive.
+pub(super) fn tracked<const D: usize>(tensor: Tensor<D>) -> FloatTensor<Tracked> {
+    tensor
+        .try_into_primitive::<Tracked>()
+        .expect("a tensor on the flex autodiff device")
+}
+
+/// A flex tensor of `shape` holding `values`.
+pub(super) fn flex_tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, shape))
+}

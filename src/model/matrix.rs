@@ -1,0 +1,73 @@
+//! Matrix products on plain `f32` slices, through the `gemm` library that burn-flex itself
+//! calls, for the operations fedsim writes for flex (`conv_pool`, `lstm_layer`): they run on
+//! the calling thread, without burn's tensors or their allocations around each product.
+
+/// A read-only matrix view: element `(r, c)` is `data[r * row_stride + c * column_stride]`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Matrix<'a> {
+    data: &'a [f32],
+    rows: usize,
+    columns: usize,
+    row_stride: usize,
+    column_stride: usize,
+}
+
+impl<'a> Matrix<'a> {
+    /// The `rows x columns` matrix stored row by row in `data`.
+    pub(super) fn row_major(data: &'a [f32], rows: usize, columns: usize) -> Self {
+        assert_eq!(data.len(), rows * columns, "matrix size");
+        Self {
+            data,
+            rows,
+            columns,
+            row_stride: columns,
+            column_stride: 1,
+        }
+    }
+
+    /// The same data read as the transpose, without moving it.
+    pub(super) fn transposed(self) -> Self {
+        Self {
+            rows: self.columns,
+            columns: self.rows,
+            row_stride: self.column_stride,
+            column_stride: self.row_stride,
+            ..self
+        }
+    }
+}
+
+/// `product = lhs · rhs` (or `product += lhs · rhs` if `accumulate`), `product` row-major,
+/// on the calling thread: the trainer already runs one client per core.
+pub(super) fn multiply(product: &mut [f32], lhs: Matrix<'_>, rhs: Matrix<'_>, accumulate: bool) {
+    assert_eq!(lhs.columns, rhs.rows, "inner dimensions");
+    assert_eq!(product.len(), lhs.rows * rhs.columns, "product size");
+    let as_isize = |n: usize| n as isize;
+    // SAFETY: the views were built from slices of exactly `rows * columns` elements in one of
+    // two orders (checked in `Matrix::row_major`), so every index gemm forms from these
+    // dimensions and strides lies inside `lhs.data`, `rhs.data` and `product`, which do not
+    // overlap (one is borrowed mutably).
+    unsafe {
+        gemm::gemm(
+            lhs.rows,
+            rhs.columns,
+            lhs.columns,
+            product.as_mut_ptr(),
+            1,
+            as_isize(rhs.columns),
+            accumulate,
+            lhs.data.as_ptr(),
+            as_isize(lhs.column_stride),
+            as_isize(lhs.row_stride),
+            rhs.data.as_ptr(),
+            as_isize(rhs.column_stride),
+            as_isize(rhs.row_stride),
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
