@@ -7,7 +7,7 @@
 //! of all time steps are one matrix product before the loop, and each step does a single
 //! product of the hidden state with the four gates' weights side by side: the same
 //! arithmetic in far fewer, larger operations. On burn-flex each layer runs as one operation
-//! of fedsim's own ([`super::lstm_layer`]).
+//! of fedsim's own (`model/lstm_layer`).
 
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
