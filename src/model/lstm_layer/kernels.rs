@@ -667,6 +667,90 @@ mod tests {
         hidden
     }
 
+    /// A way to run element-wise work, by name.
+    type Width<W> = (&'static str, fn(W));
+
+    /// Every way [`on_widest_vectors`] may run element-wise work on this CPU.
+    fn vector_widths<W: ElementWise>() -> Vec<Width<W>> {
+        let mut widths: Vec<Width<W>> = vec![("baseline", |work: W| work.run())];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: this CPU has AVX2, just checked.
+                widths.push(("AVX2", |work: W| unsafe { with_avx2(work) }));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: this CPU has AVX-512F, just checked.
+                widths.push(("AVX-512", |work: W| unsafe { with_avx512(work) }));
+            }
+        }
+        widths
+    }
+
+    #[test]
+    fn the_element_wise_passes_give_the_same_bits_at_every_vector_width() {
+        let (units, batch) = (37, 3);
+        // Pre-activations far into both tails, where exp saturates, as well as near 0.
+        let gates: Vec<f32> = values(batch * 4 * units, 7)
+            .iter()
+            .map(|v| 60.0 * v * v * v)
+            .collect();
+        let [previous, hidden_grad, recurrent_grad, cell_grad] =
+            [8, 9, 10, 11].map(|seed| values(batch * units, seed));
+        let forward = |variant: usize| {
+            let run = vector_widths::<StepRows<'_>>()[variant].1;
+            let mut gates = gates.clone();
+            let [mut cell, mut cell_tanh, mut hidden] = [0; 3].map(|_| vec![0.0; batch * units]);
+            let (cell_states, rows) = ((&mut cell, &mut cell_tanh), &mut gates);
+            run(StepRows {
+                units,
+                gates: rows,
+                previous_cell: &previous,
+                cell: cell_states.0,
+                cell_tanh: cell_states.1,
+                hidden: &mut hidden,
+            });
+            [gates, cell, cell_tanh, hidden]
+        };
+        let backward = |variant: usize, [gates, _, cell_tanh, _]: &[Vec<f32>; 4]| {
+            let run = vector_widths::<StepRowsBack<'_>>()[variant].1;
+            let (mut grad, mut cell_grad) = (vec![0.0; gates.len()], cell_grad.clone());
+            run(StepRowsBack {
+                units,
+                grad: &mut grad,
+                gates,
+                hidden_grad: &hidden_grad,
+                recurrent_grad: &recurrent_grad,
+                cell_grad: &mut cell_grad,
+                previous_cell: &previous,
+                cell_tanh,
+            });
+            [grad, cell_grad]
+        };
+        let bits = |values: &[Vec<f32>]| -> Vec<Vec<u32>> {
+            values
+                .iter()
+                .map(|v| v.iter().map(|x| x.to_bits()).collect())
+                .collect()
+        };
+        let want_forward = forward(0);
+        let want_backward = backward(0, &want_forward);
+        for (variant, (name, _)) in vector_widths::<StepRows<'_>>()
+            .into_iter()
+            .enumerate()
+            .skip(1)
+        {
+            let got_forward = forward(variant);
+            assert_eq!(bits(&got_forward), bits(&want_forward), "forward on {name}");
+            let got_backward = backward(variant, &want_forward);
+            assert_eq!(
+                bits(&got_backward),
+                bits(&want_backward),
+                "backward on {name}"
+            );
+        }
+    }
+
     #[test]
     fn exp_sigmoid_and_tanh_are_within_a_few_units_in_the_last_place() {
         for k in -8_700..8_800 {
