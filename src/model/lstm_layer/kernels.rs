@@ -1,7 +1,7 @@
 //! One LSTM layer's arithmetic on plain `f32` slices: the input product of every step at once,
-//! then per step one product of the hidden state with the four gates' weights and one pass
-//! that applies the gates' non-linearities and updates the cell; and the backward pass through
-//! time. Nothing here knows about burn.
+//! then per step one product of the hidden state with the four gates' weights and a few
+//! passes over each sequence's row, in cache, that apply the gates' non-linearities and update
+//! the cell; and the backward pass through time. Nothing here knows about burn.
 //!
 //! Layouts, time-major so that each step's rows are contiguous: the input sequence is
 //! `[steps, batch, inputs]`, the hidden and cell states `[steps, batch, units]`; the weights

@@ -6,11 +6,11 @@
 //! computes `sigmoid` and `tanh` one value at a time through libm: on LEAF's Shakespeare task
 //! the model ran at a fourteenth of the machine's matrix-product rate. This op does the same
 //! arithmetic in `kernels`: the input products of every step in one product, then per step
-//! the recurrent product into the step's pre-activations and one pass that applies the gates'
-//! non-linearities (through a polynomial `exp` that runs on vector registers) and updates the
-//! cell, into buffers allocated once per sequence; its backward pass through time is
-//! hand-written, one pass and one product per step, then one product per parameter for the
-//! whole sequence.
+//! the recurrent product into the step's pre-activations and passes over each sequence's row
+//! that apply the gates' non-linearities (through a polynomial `exp` that runs on vector
+//! registers) and update the cell, into buffers allocated once per sequence; its backward pass
+//! through time is hand-written, a few passes and one product per step, then one product per
+//! parameter for the whole sequence.
 //!
 //! As `conv_pool`, it is a backend extension: on flex (with or without autodiff) it runs the
 //! kernels; on any other backend it composes burn's ops, so ndarray and wgpu results are what
