@@ -16,14 +16,11 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{gemm_rate, initial_model, median, per_second, train_round, trainer};
-use fedsim::backend::BackendKind;
+use common::{evaluation_throughput, gemm_rate, median, training_throughput};
 use fedsim::config::ModelConfig;
-use fedsim::data::Dataset;
 use fedsim::data::leaf::{self, LeafTask};
 use fedsim::model::training_flops;
 use fedsim::registry::{ModelChoice, Registry};
-use fedsim::training::evaluate;
 use serde_json::json;
 
 #[global_allocator]
@@ -60,12 +57,12 @@ fn main() {
         let forward_flops = 2.0 * layers.iter().sum::<u64>() as f64;
         for workers in [1, 2] {
             let step = [SGD.0, units, 4 * units];
-            let samples = training_throughput(&train, &model, workers);
+            let samples = training_throughput(&train, &model, workers, (CLIENTS, SEQUENCES), SGD);
             print_row(label, "training", (workers, step), training_flops, samples);
         }
         for workers in [1, 2] {
             let step = [FORWARD_CHUNK, units, 4 * units];
-            let samples = evaluation_throughput(&test, &model, workers);
+            let samples = evaluation_throughput(&test, &model, workers, EVAL_BATCH);
             print_row(label, "evaluation", (workers, step), forward_flops, samples);
         }
     }
@@ -101,50 +98,4 @@ fn print_row(
         "| {label} | {work} | {workers} | {samples:.0} | {:.1} | {rate:.1} | {fraction:.2} |",
         gflops(samples)
     );
-}
-
-/// A measurement of training samples per second: rounds of [`CLIENTS`] clients on `workers`
-/// workers.
-fn training_throughput(
-    data: &Arc<Dataset>,
-    model: &ModelChoice,
-    workers: usize,
-) -> impl FnMut() -> f64 + use<> {
-    let trainer = trainer(
-        data,
-        model,
-        BackendKind::Flex,
-        workers,
-        (CLIENTS, SEQUENCES),
-        SGD,
-    );
-    let params = initial_model(data, model);
-    let steps = SEQUENCES.div_ceil(SGD.0) as u32;
-    move || {
-        let rounds = per_second(|| train_round(&trainer, &params, CLIENTS, steps));
-        rounds * (CLIENTS * SEQUENCES) as f64
-    }
-}
-
-/// A measurement of evaluated samples per second over the whole test set on `threads` threads.
-fn evaluation_throughput<'a>(
-    data: &'a Dataset,
-    model: &ModelChoice,
-    threads: usize,
-) -> impl FnMut() -> f64 + use<'a> {
-    let model = model.clone();
-    let params = initial_model(data, &model);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("the pool starts");
-    let device = BackendKind::Flex.device();
-    move || {
-        let passes = pool.install(|| {
-            per_second(|| {
-                evaluate(&model, &params, data, EVAL_BATCH, &device);
-            })
-        });
-        passes * data.len() as f64
-    }
 }

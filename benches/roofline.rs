@@ -17,15 +17,12 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    CLIENTS_PER_ROUND, EPOCH_STEPS, MNIST_SGD, SAMPLES_PER_CLIENT, gemm_rate, initial_model,
-    median, per_second, train_round, trainer,
+    CLIENTS_PER_ROUND, MNIST_SGD, SAMPLES_PER_CLIENT, evaluation_throughput, gemm_rate, median,
+    training_throughput,
 };
-use fedsim::backend::BackendKind;
-use fedsim::data::Dataset;
 use fedsim::model::training_flops;
 use fedsim::output::manifest::matmul_kernels;
 use fedsim::registry::ModelChoice;
-use fedsim::training::evaluate;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -70,11 +67,17 @@ fn main() {
         let training_flops = training_flops(&layers) as f64;
         let forward_flops = 2.0 * layers.iter().sum::<u64>() as f64;
         for workers in [1, 2] {
-            let samples = training_throughput(&train, model, workers);
+            let samples = training_throughput(
+                &train,
+                model,
+                workers,
+                (CLIENTS_PER_ROUND, SAMPLES_PER_CLIENT),
+                MNIST_SGD,
+            );
             print_row(model, "training", workers, training_flops, samples);
         }
         for workers in [1, 2] {
-            let samples = evaluation_throughput(&test, model, workers);
+            let samples = evaluation_throughput(&test, model, workers, EVAL_BATCH);
             print_row(model, "evaluation", workers, forward_flops, samples);
         }
     }
@@ -105,47 +108,4 @@ fn print_row(
         "| {} | {work} | {workers} | {gflops:.1} | {rate:.1} | {fraction:.2} |",
         model.name()
     );
-}
-
-/// A measurement of training samples per second: rounds of 8 clients on `workers` workers.
-fn training_throughput(
-    data: &Arc<Dataset>,
-    model: &ModelChoice,
-    workers: usize,
-) -> impl FnMut() -> f64 {
-    let trainer = trainer(
-        data,
-        model,
-        BackendKind::Flex,
-        workers,
-        (CLIENTS_PER_ROUND, SAMPLES_PER_CLIENT),
-        MNIST_SGD,
-    );
-    let params = initial_model(data, model);
-    move || {
-        let rounds = per_second(|| train_round(&trainer, &params, CLIENTS_PER_ROUND, EPOCH_STEPS));
-        rounds * (CLIENTS_PER_ROUND * SAMPLES_PER_CLIENT) as f64
-    }
-}
-
-/// A measurement of evaluated samples per second over the whole test set on `threads` threads.
-fn evaluation_throughput(
-    data: &Dataset,
-    model: &ModelChoice,
-    threads: usize,
-) -> impl FnMut() -> f64 {
-    let params = initial_model(data, model);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("the pool starts");
-    let device = BackendKind::Flex.device();
-    move || {
-        let passes = pool.install(|| {
-            per_second(|| {
-                evaluate(model, &params, data, EVAL_BATCH, &device);
-            })
-        });
-        passes * data.len() as f64
-    }
 }

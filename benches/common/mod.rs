@@ -20,7 +20,7 @@ use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient, ServerHalf};
 use fedsim::topology::{self, ClientConditions, GroupSetup, Plan, ServerSetup, Start};
-use fedsim::training::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup};
+use fedsim::training::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup, evaluate};
 
 /// Samples each benchmark client holds: one epoch is 19 steps of batch 32.
 pub const SAMPLES_PER_CLIENT: usize = 600;
@@ -227,5 +227,55 @@ fn product([m, k, n]: [usize; 3], lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
             false,
             gemm::Parallelism::None,
         );
+    }
+}
+
+/// A measurement of training samples per second on flex: rounds of `clients` clients of
+/// `samples` consecutive samples each, one epoch of SGD at `sgd`, on `workers` workers.
+pub fn training_throughput(
+    data: &Arc<Dataset>,
+    model: &ModelChoice,
+    workers: usize,
+    (clients, samples): (usize, usize),
+    sgd: (usize, f64),
+) -> impl FnMut() -> f64 + use<> {
+    let trainer = trainer(
+        data,
+        model,
+        BackendKind::Flex,
+        workers,
+        (clients, samples),
+        sgd,
+    );
+    let params = initial_model(data, model);
+    let steps = samples.div_ceil(sgd.0) as u32;
+    move || {
+        let rounds = per_second(|| train_round(&trainer, &params, clients, steps));
+        rounds * (clients * samples) as f64
+    }
+}
+
+/// A measurement of evaluated samples per second on flex over the whole of `data`, in
+/// batches of `batch_size`, on `threads` threads.
+pub fn evaluation_throughput<'a>(
+    data: &'a Dataset,
+    model: &ModelChoice,
+    threads: usize,
+    batch_size: usize,
+) -> impl FnMut() -> f64 + use<'a> {
+    let model = model.clone();
+    let params = initial_model(data, &model);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("the pool starts");
+    let device = BackendKind::Flex.device();
+    move || {
+        let passes = pool.install(|| {
+            per_second(|| {
+                evaluate(&model, &params, data, batch_size, &device);
+            })
+        });
+        passes * data.len() as f64
     }
 }

@@ -50,3 +50,22 @@ pub(super) fn tracked<const D: usize>(tensor: Tensor<D>) -> FloatTensor<Tracked>
 pub(super) fn flex_tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
+
+/// Asserts that `got` has `want`'s shape and each value within `absolute + relative · |want|`
+/// of it: how the tests of fedsim's operations hold them to burn's own.
+#[cfg(test)]
+pub(super) fn assert_close<const D: usize>(
+    got: Tensor<D>,
+    want: Tensor<D>,
+    (absolute, relative): (f32, f32),
+) {
+    let (got, want) = (got.into_data(), want.into_data());
+    assert_eq!(got.shape(), want.shape());
+    let (got, want) = (
+        got.as_slice::<f32>().unwrap(),
+        want.as_slice::<f32>().unwrap(),
+    );
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() < absolute + relative * w.abs(), "{g} vs {w}");
+    }
+}

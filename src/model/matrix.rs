@@ -71,3 +71,12 @@ pub(super) fn multiply(product: &mut [f32], lhs: Matrix<'_>, rhs: Matrix<'_>, ac
         );
     }
 }
+
+/// Small, odd-sized values without structure, so that any misplaced index in a kernel's test
+/// shows.
+#[cfg(test)]
+pub(super) fn unstructured_values(len: usize, seed: u32) -> Vec<f32> {
+    (0..len as u32)
+        .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1_000) as f32 / 500.0 - 1.0)
+        .collect()
+}

@@ -442,13 +442,7 @@ fn add_bias_grad(geometry: &Geometry, convolved_grad: &[f32], width: usize, bias
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Small, odd-sized values without structure, so that any misplaced index shows.
-    fn values(len: usize, seed: u32) -> Vec<f32> {
-        (0..len as u32)
-            .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1_000) as f32 / 500.0 - 1.0)
-            .collect()
-    }
+    use crate::model::matrix::unstructured_values as values;
 
     fn geometry(images: usize) -> Geometry {
         Geometry {

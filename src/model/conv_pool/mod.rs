@@ -109,6 +109,7 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     use super::*;
+    use crate::model::flex::assert_close;
 
     fn conv(device: &Device) -> Conv2d {
         conv_with(PaddingConfig2d::Explicit(2, 2, 2, 2), device)
@@ -131,18 +132,6 @@ mod tests {
         pool.forward(relu(conv.forward(images)))
     }
 
-    fn assert_close(got: Tensor<4>, want: Tensor<4>) {
-        let (got, want) = (got.into_data(), want.into_data());
-        assert_eq!(got.shape(), want.shape());
-        let (got, want) = (
-            got.as_slice::<f32>().unwrap(),
-            want.as_slice::<f32>().unwrap(),
-        );
-        for (g, w) in got.iter().zip(want) {
-            assert!((g - w).abs() < 1e-4, "{g} vs {w}");
-        }
-    }
-
     #[test]
     fn evaluation_agrees_with_burns_ops() {
         let device = Device::flex();
@@ -151,6 +140,7 @@ mod tests {
         assert_close(
             conv_relu_pool(&conv, images.clone()),
             reference(&conv, images),
+            (1e-4, 0.0),
         );
     }
 
@@ -176,10 +166,10 @@ mod tests {
         };
         let (output, [images, weight], bias) = grads_of(conv_relu_pool);
         let (want_output, [want_images, want_weight], want_bias) = grads_of(reference);
-        assert_close(output, want_output);
-        assert_close(images, want_images);
-        assert_close(weight, want_weight);
-        assert_close(bias.unsqueeze(), want_bias.unsqueeze());
+        assert_close(output, want_output, (1e-4, 0.0));
+        assert_close(images, want_images, (1e-4, 0.0));
+        assert_close(weight, want_weight, (1e-4, 0.0));
+        assert_close(bias, want_bias, (1e-4, 0.0));
     }
 
     #[test]

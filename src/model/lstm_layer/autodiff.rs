@@ -27,28 +27,32 @@ pub(super) fn forward(
     let (input_weight, input_node) = tracked(input_weight).into_parts();
     let (bias, bias_node) = tracked(bias).into_parts();
     let (recurrent_weight, recurrent_node) = tracked(recurrent_weight).into_parts();
-    let (hidden, trace) = with_values(&sequence, |values| {
-        with_weights([&input_weight, &bias, &recurrent_weight], |weights| {
-            kernels::forward(&shape, values, weights, true)
-        })
-    });
-    let hidden = flex_tensor(hidden, shape.hidden_shape());
     let step = LstmLayer
         .prepare::<NoCheckpointing>([sequence_node, input_node, bias_node, recurrent_node])
         .compute_bound()
         .stateful();
+    // A trace is kept only when a gradient will be asked for.
+    let run = |keep_trace| {
+        let (hidden, trace) = with_values(&sequence, |values| {
+            with_weights([&input_weight, &bias, &recurrent_weight], |weights| {
+                kernels::forward(&shape, values, weights, keep_trace)
+            })
+        });
+        (flex_tensor(hidden, shape.hidden_shape()), trace)
+    };
     let output = match step {
-        OpsKind::Tracked(prep) => prep.finish(
-            Saved {
+        OpsKind::Tracked(prep) => {
+            let (hidden, trace) = run(true);
+            let saved = Saved {
                 shape,
                 sequence,
                 weights: [input_weight, bias, recurrent_weight],
                 hidden: hidden.clone(),
                 trace: Arc::new(trace.expect("a trace was asked for")),
-            },
-            hidden,
-        ),
-        OpsKind::UnTracked(prep) => prep.finish(hidden),
+            };
+            prep.finish(saved, hidden)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(run(false).0),
     };
     Tensor::from_primitive::<Tracked>(output)
 }

@@ -122,14 +122,14 @@ pub fn forward(
         }
         let (previous_cell, cell) = cell_pair(&mut cells, &zeros, step, keep_trace);
         let cell_tanh = &mut cells_tanh[if keep_trace { step } else { 0 } * state_len..];
-        let states = (cell, &mut cell_tanh[..state_len]);
-        step_rows(
+        on_widest_vectors(StepRows {
             units,
-            step_gates,
+            gates: step_gates,
             previous_cell,
-            states,
-            &mut current[..state_len],
-        );
+            cell,
+            cell_tanh: &mut cell_tanh[..state_len],
+            hidden: &mut current[..state_len],
+        });
     }
     let trace = keep_trace.then_some(Trace {
         gates,
@@ -169,14 +169,16 @@ pub fn backward(
         };
         let step_grad =
             &mut gates_grad[step * shape.batch * gates_len..][..shape.batch * gates_len];
-        let step_gates = &trace.gates[step * shape.batch * gates_len..][..shape.batch * gates_len];
-        step_rows_back(
+        on_widest_vectors(StepRowsBack {
             units,
-            (step_grad, step_gates),
-            (&hidden_grad[at.clone()], &recurrent_grad),
-            &mut cell_grad,
-            (previous_cell, &trace.cells_tanh[at]),
-        );
+            grad: step_grad,
+            gates: &trace.gates[step * shape.batch * gates_len..][..shape.batch * gates_len],
+            hidden_grad: &hidden_grad[at.clone()],
+            recurrent_grad: &recurrent_grad,
+            cell_grad: &mut cell_grad,
+            previous_cell,
+            cell_tanh: &trace.cells_tanh[at],
+        });
         if step > 0 {
             let step_grad = Matrix::row_major(step_grad, shape.batch, gates_len);
             multiply(&mut recurrent_grad, step_grad, recurrent_t, false);
@@ -292,24 +294,6 @@ fn cell_pair<'a>(
 /// cell state's `tanh`, and the hidden state. A few passes over each row, which stays in the
 /// first-level cache: each pass is a loop over slices that are separate arguments, so that the
 /// compiler knows they do not overlap and runs it on vector registers.
-fn step_rows(
-    units: usize,
-    gates: &mut [f32],
-    previous_cell: &[f32],
-    (cell, cell_tanh): (&mut [f32], &mut [f32]),
-    hidden: &mut [f32],
-) {
-    on_widest_vectors(StepRows {
-        units,
-        gates,
-        previous_cell,
-        cell,
-        cell_tanh,
-        hidden,
-    });
-}
-
-/// [`step_rows`]'s arguments, as one piece of element-wise work.
 struct StepRows<'a> {
     units: usize,
     gates: &'a mut [f32],
@@ -382,27 +366,7 @@ fn update_cell(
 /// One step of every sequence backwards: each row's four pre-activations' gradient from the
 /// gradient reaching its hidden state (from the layer's output and from the next step's
 /// gates) and its cell state (`cell_grad`, from the next step, replaced by what reaches the
-/// previous step's). Passes over slices that are separate arguments, as [`step_rows`].
-fn step_rows_back(
-    units: usize,
-    (grad, gates): (&mut [f32], &[f32]),
-    (hidden_grad, recurrent_grad): (&[f32], &[f32]),
-    cell_grad: &mut [f32],
-    (previous_cell, cell_tanh): (&[f32], &[f32]),
-) {
-    on_widest_vectors(StepRowsBack {
-        units,
-        grad,
-        gates,
-        hidden_grad,
-        recurrent_grad,
-        cell_grad,
-        previous_cell,
-        cell_tanh,
-    });
-}
-
-/// [`step_rows_back`]'s arguments, as one piece of element-wise work.
+/// previous step's). Passes over slices that are separate arguments, as [`StepRows`].
 struct StepRowsBack<'a> {
     units: usize,
     grad: &'a mut [f32],
@@ -591,13 +555,7 @@ fn exp(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Small, odd-sized values without structure, so that any misplaced index shows.
-    fn values(len: usize, seed: u32) -> Vec<f32> {
-        (0..len as u32)
-            .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1_000) as f32 / 500.0 - 1.0)
-            .collect()
-    }
+    use crate::model::matrix::unstructured_values as values;
 
     fn shape() -> Shape {
         Shape {

@@ -119,6 +119,7 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     use super::*;
+    use crate::model::flex::assert_close;
 
     /// A layer of 5 units over inputs of 3, with the model's two `Linear`s.
     fn layer(device: &Device) -> (Linear, Linear) {
@@ -135,18 +136,6 @@ mod tests {
         (linear(3, true), linear(5, false))
     }
 
-    fn assert_close<const D: usize>(got: Tensor<D>, want: Tensor<D>) {
-        let (got, want) = (got.into_data(), want.into_data());
-        assert_eq!(got.shape(), want.shape());
-        let (got, want) = (
-            got.as_slice::<f32>().unwrap(),
-            want.as_slice::<f32>().unwrap(),
-        );
-        for (g, w) in got.iter().zip(want) {
-            assert!((g - w).abs() < 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
-        }
-    }
-
     #[test]
     fn evaluation_agrees_with_burns_ops() {
         let device = Device::flex();
@@ -155,6 +144,7 @@ mod tests {
         assert_close(
             lstm_layer(&input, &recurrent, sequence.clone()),
             compose(&input, &recurrent, sequence),
+            (1e-5, 1e-5),
         );
     }
 
@@ -182,11 +172,11 @@ mod tests {
         let (output, sequence, [input_weight, recurrent_weight], bias) = grads_of(lstm_layer);
         let (want_output, want_sequence, [want_input, want_recurrent], want_bias) =
             grads_of(compose);
-        assert_close(output, want_output);
-        assert_close(sequence, want_sequence);
-        assert_close(input_weight, want_input);
-        assert_close(recurrent_weight, want_recurrent);
-        assert_close(bias, want_bias);
+        assert_close(output, want_output, (1e-5, 1e-5));
+        assert_close(sequence, want_sequence, (1e-5, 1e-5));
+        assert_close(input_weight, want_input, (1e-5, 1e-5));
+        assert_close(recurrent_weight, want_recurrent, (1e-5, 1e-5));
+        assert_close(bias, want_bias, (1e-5, 1e-5));
     }
 
     #[test]
