@@ -11,6 +11,7 @@ use burn::nn::{Initializer, Linear, PaddingConfig2d};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
+use super::dense_layer::{Activation, dense_layer};
 use super::mlp::dense;
 use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
 use crate::config::NoParams;
@@ -89,9 +90,9 @@ impl CifarCnn {
     pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
         let x = self.pool.forward(relu(self.conv1.forward(images)));
         let x = self.pool.forward(relu(self.conv2.forward(x)));
-        let x = relu(self.fc1.forward(x.flatten(1, 3)));
-        let x = relu(self.fc2.forward(x));
-        self.fc3.forward(x)
+        let x = dense_layer(&self.fc1, x.flatten(1, 3), Activation::Relu);
+        let x = dense_layer(&self.fc2, x, Activation::Relu);
+        dense_layer(&self.fc3, x, Activation::Identity)
     }
 }
 

@@ -4,10 +4,10 @@
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{Initializer, Linear, PaddingConfig2d};
-use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
 use super::conv_pool::conv_relu_pool;
+use super::dense_layer::{Activation, dense_layer};
 use super::mlp::dense;
 use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
 use crate::config::NoParams;
@@ -85,8 +85,8 @@ impl Cnn {
     pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
         let x = conv_relu_pool(&self.conv1, images);
         let x = conv_relu_pool(&self.conv2, x);
-        let x = relu(self.fc1.forward(x.flatten(1, 3)));
-        self.fc2.forward(x)
+        let x = dense_layer(&self.fc1, x.flatten(1, 3), Activation::Relu);
+        dense_layer(&self.fc2, x, Activation::Identity)
     }
 }
 

@@ -14,6 +14,7 @@ use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
 use burn::tensor::{Device, Int, Tensor};
 use serde::{Deserialize, Serialize};
 
+use super::dense_layer::{Activation, dense_layer};
 use super::lstm_layer::lstm_layer;
 use super::mlp::{dense, nonzero_widths};
 use super::{Architecture, Input, Net, Network, cannot_take};
@@ -151,7 +152,7 @@ impl CharLstm {
         }
         let [steps, batch, units] = sequence.dims();
         let last = sequence.narrow(0, steps - 1, 1).reshape([batch, units]);
-        self.output.forward(last)
+        dense_layer(&self.output, last, Activation::Identity)
     }
 }
 

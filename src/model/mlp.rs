@@ -4,10 +4,10 @@
 
 use burn::module::Module;
 use burn::nn::{Initializer, Linear, LinearConfig};
-use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
+use super::dense_layer::{Activation, dense_layer};
 use super::{Architecture, Input, Net, Network, cannot_take};
 use crate::config::check::Problems;
 use crate::data::{DataShape, SampleKind};
@@ -128,8 +128,8 @@ impl Mlp {
         let (last, hidden) = self.layers.split_last().expect("an MLP has a layer");
         let x = hidden
             .iter()
-            .fold(features, |x, layer| relu(layer.forward(x)));
-        last.forward(x)
+            .fold(features, |x, layer| dense_layer(layer, x, Activation::Relu));
+        dense_layer(last, x, Activation::Identity)
     }
 }
 

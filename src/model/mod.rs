@@ -11,6 +11,7 @@
 pub mod cifar_cnn;
 pub mod cnn;
 mod conv_pool;
+mod dense_layer;
 pub mod flat;
 mod flex;
 pub mod lstm;

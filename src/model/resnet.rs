@@ -22,6 +22,7 @@ use burn::tensor::module::adaptive_avg_pool2d;
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
+use super::dense_layer::{Activation, dense_layer};
 use super::mlp::dense;
 use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
 use crate::config::check::Problems;
@@ -199,7 +200,7 @@ impl ResNet {
         let x = relu(self.stem.forward(images));
         let x = self.blocks.iter().fold(x, |x, block| block.forward(x));
         let pooled = adaptive_avg_pool2d(x, [1, 1]).flatten(1, 3);
-        self.output.forward(pooled)
+        dense_layer(&self.output, pooled, Activation::Identity)
     }
 }
 
