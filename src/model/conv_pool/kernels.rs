@@ -120,14 +120,15 @@ pub fn forward(
     let mut winners = vec![0; geometry.pooled_len()];
     SCRATCH.with_borrow_mut(|(columns, convolved)| {
         for (first, count) in geometry.tiles() {
+            let width = count * geometry.pixels();
+            let columns = scratch(columns, geometry.taps() * width);
             im2col(
                 geometry,
                 tile(geometry, images, first, count),
                 count,
                 columns,
             );
-            let width = count * geometry.pixels();
-            convolved.resize(geometry.outputs * width, 0.0);
+            let convolved = scratch(convolved, geometry.outputs * width);
             let weight = Matrix::row_major(weight, geometry.outputs, geometry.taps());
             multiply(
                 convolved,
@@ -172,6 +173,8 @@ pub fn backward(
     SCRATCH.with_borrow_mut(|(columns, convolved_grad)| {
         for (index, (first, count)) in geometry.tiles().enumerate() {
             let width = count * geometry.pixels();
+            let convolved_grad = scratch(convolved_grad, geometry.outputs * width);
+            let columns = scratch(columns, taps * width);
             unpool(
                 geometry,
                 winners,
@@ -235,11 +238,20 @@ fn tile<'a>(geometry: &Geometry, images: &'a [f32], first: usize, count: usize) 
     &images[first * geometry.image_len()..][..count * geometry.image_len()]
 }
 
+/// The first `len` values of a scratch buffer, for a caller that writes every one of them
+/// before it reads any. The buffer only grows: the two blocks of a CNN share it, and cutting
+/// it to each block's size would have it zero-fill megabytes again at every call.
+fn scratch(buffer: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buffer.len() < len {
+        buffer.resize(len, 0.0);
+    }
+    &mut buffer[..len]
+}
+
 /// Fills `columns` with the column matrix of `count` images: row `(c, i, j)`, column
 /// `(image, y, x)` holds pixel `(y + i - pad, x + j - pad)` of channel `c`, or 0 outside.
-fn im2col(geometry: &Geometry, images: &[f32], count: usize, columns: &mut Vec<f32>) {
+fn im2col(geometry: &Geometry, images: &[f32], count: usize, columns: &mut [f32]) {
     let pixels = geometry.pixels();
-    columns.resize(geometry.taps() * count * pixels, 0.0);
     for_each_tap_plane(geometry, count, |row, channel, shift, image| {
         let out = &mut columns[(row * count + image) * pixels..][..pixels];
         let plane = &images[(image * geometry.channels + channel) * pixels..][..pixels];
@@ -291,8 +303,10 @@ struct Shift {
 
 impl Shift {
     /// `out[y, x] = plane[y + down, x + right]`, 0 where that is outside the plane: one copy of
-    /// the whole plane at the linear offset, then zeros over the rows and columns that it
-    /// wrapped or ran past.
+    /// the whole plane at the linear offset, then zeros over the rows it ran past (a block
+    /// above or below) and down the columns it wrapped. A shift moves a plane by at most the
+    /// kernel's half-width, so those are a column or two: zeroed row by row, they were two
+    /// calls to `memset` per row, which cost more than the copy.
     fn copy_plane(&self, geometry: &Geometry, plane: &[f32], out: &mut [f32]) {
         let (height, width) = (geometry.height, geometry.width);
         let offset = self.down * width as isize + self.right;
@@ -306,12 +320,11 @@ impl Shift {
             Self::inside(self.down, height),
             Self::inside(self.right, width),
         );
-        for (y, out_row) in out.chunks_exact_mut(width).enumerate() {
-            if rows.contains(&y) {
-                out_row[..columns.start].fill(0.0);
-                out_row[columns.end..].fill(0.0);
-            } else {
-                out_row.fill(0.0);
+        out[..rows.start * width].fill(0.0);
+        out[rows.end * width..].fill(0.0);
+        for x in (0..columns.start).chain(columns.end..width) {
+            for y in rows.clone() {
+                out[y * width + x] = 0.0;
             }
         }
     }
@@ -404,16 +417,16 @@ fn window_max([a, b, c, d]: [f32; 4]) -> (u8, f32) {
 }
 
 /// Routes one tile's share of the output gradient to the convolution values that won their
-/// windows (and passed ReLU): `convolved_grad` becomes `[outputs, tile · height · width]`.
+/// windows (and passed ReLU), and 0 to the others: fills `convolved_grad`,
+/// `[outputs, tile · height · width]`, in one pass of zeros and one that writes the winners.
 fn unpool(
     geometry: &Geometry,
     winners: &Winners,
     output_grad: &[f32],
     (first, count): (usize, usize),
-    convolved_grad: &mut Vec<f32>,
+    convolved_grad: &mut [f32],
 ) {
-    convolved_grad.clear();
-    convolved_grad.resize(geometry.outputs * count * geometry.pixels(), 0.0);
+    convolved_grad.fill(0.0);
     let width = geometry.width;
     for_each_plane_pair(geometry, (first, count), |_, plane, at| {
         let grads = output_grad[at.clone()].chunks_exact(width / 2);
