@@ -12,6 +12,7 @@ const CNN_PARAMS: usize = 1_663_370;
 const CLIENTS: usize = 100;
 
 fn fedavg(c: &mut Criterion) {
+    fedsim::cli::disable_huge_pages();
     let updates: Vec<Update> = (0..CLIENTS)
         .map(|client| Update {
             round: 1,

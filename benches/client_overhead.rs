@@ -28,6 +28,7 @@ const ROUNDS: u32 = 20;
 const WORKERS: usize = 2;
 
 fn main() {
+    fedsim::cli::disable_huge_pages();
     let data = Arc::new(common::mnist().train);
     let model = initial_model(&data, &common::model("mlp"));
     let num_samples = [SAMPLES; CLIENTS];

@@ -38,6 +38,7 @@ const FORWARD_CHUNK: usize = 100;
 const PAIRS: usize = 3;
 
 fn main() {
+    fedsim::cli::disable_huge_pages();
     let shakespeare = leaf::load(LeafTask::Shakespeare, None).expect("the built-in set loads");
     let (train, test) = (Arc::new(shakespeare.train), shakespeare.test);
     println!(

@@ -44,6 +44,7 @@ fn run(topology: &TopologyConfig) {
 }
 
 fn message_path(c: &mut Criterion) {
+    fedsim::cli::disable_huge_pages();
     let hierarchical = |mode| TopologyConfig::Hierarchical {
         schedulers: GROUPS,
         mode,

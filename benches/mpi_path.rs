@@ -105,6 +105,7 @@ fn print(case: &str, transport: &str, m: Measured) {
 }
 
 fn main() {
+    fedsim::cli::disable_huge_pages();
     if cluster::launched() {
         over_mpi();
         return;

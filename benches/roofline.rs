@@ -17,8 +17,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    CLIENTS_PER_ROUND, MNIST_SGD, SAMPLES_PER_CLIENT, evaluation_throughput, gemm_rate, median,
-    training_throughput,
+    CLIENTS_PER_ROUND, MNIST_SGD, Product, SAMPLES_PER_CLIENT, evaluation_throughput, gemm_rate,
+    median, products_rate, training_throughput,
 };
 use fedsim::model::training_flops;
 use fedsim::output::manifest::matmul_kernels;
@@ -36,12 +36,15 @@ const MLP_PRODUCTS: [([usize; 3], &str); 2] = [
     ([32, 784, 200], "the MLP's first layer"),
     ([784, 32, 200], "its weight gradient"),
 ];
+/// The widths of the MLP's layers on MNIST: the inputs, two hidden layers, the classes.
+const MLP_WIDTHS: [usize; 4] = [784, 200, 200, 10];
 /// Alternating measurements of a throughput and of the product rate, per table row.
 const PAIRS: usize = 5;
 /// Test images per forward pass in evaluation.
 const EVAL_BATCH: usize = 1000;
 
 fn main() {
+    fedsim::cli::disable_huge_pages();
     let kernels = matmul_kernels();
     println!("matrix products: gemm 0.19, {kernels} kernels, single-threaded, 1 or 2 at once");
     let square = ([GEMM_SIDE; 3], "square");
@@ -74,29 +77,74 @@ fn main() {
                 (CLIENTS_PER_ROUND, SAMPLES_PER_CLIENT),
                 MNIST_SGD,
             );
-            print_row(model, "training", workers, training_flops, samples);
+            print_row(
+                model,
+                "training",
+                workers,
+                per_sample(training_flops, samples),
+            );
+        }
+        if name == "mlp" {
+            let step = mlp_step_products(MNIST_SGD.0);
+            for workers in [1, 2] {
+                let alone = || products_rate(workers, &step);
+                print_row(model, "a training step's products alone", workers, alone);
+            }
         }
         for workers in [1, 2] {
             let samples = evaluation_throughput(&test, model, workers, EVAL_BATCH);
-            print_row(model, "evaluation", workers, forward_flops, samples);
+            print_row(
+                model,
+                "evaluation",
+                workers,
+                per_sample(forward_flops, samples),
+            );
         }
     }
 }
 
-/// Measures `samples_per_second` and the square product's rate on `workers` threads in
-/// [`PAIRS`] alternating pairs, and prints the medians of the throughput, of the rate and of
-/// each pair's fraction. Pairing cancels this shared machine's drifts, which move both.
-fn print_row(
-    model: &ModelChoice,
-    work: &str,
-    workers: usize,
+/// The matrix products of one MLP training step on a batch of `batch`, as its dense layers
+/// make them: each layer's forward product and weight gradient (`inputᵀ · output gradient`),
+/// and the input gradient (`output gradient · weightᵀ`) of every layer but the first. Timed
+/// alone, they are what the step would reach if nothing but its products took time.
+fn mlp_step_products(batch: usize) -> Vec<Product> {
+    MLP_WIDTHS
+        .windows(2)
+        .enumerate()
+        .flat_map(|(layer, pair)| {
+            let [inputs, outputs] = [pair[0], pair[1]];
+            let forward = Product::plain([batch, inputs, outputs]);
+            let weight_grad = Product {
+                lhs_transposed: true,
+                ..Product::plain([inputs, batch, outputs])
+            };
+            let input_grad = Product {
+                rhs_transposed: true,
+                ..Product::plain([batch, outputs, inputs])
+            };
+            [forward, weight_grad]
+                .into_iter()
+                .chain((layer > 0).then_some(input_grad))
+        })
+        .collect()
+}
+
+/// GFLOP/s from a measurement of samples per second, at `flops_per_sample`.
+fn per_sample(
     flops_per_sample: f64,
     mut samples_per_second: impl FnMut() -> f64,
-) {
+) -> impl FnMut() -> f64 {
+    move || samples_per_second() * flops_per_sample / 1e9
+}
+
+/// Measures `gflops` and the square product's rate on `workers` threads in [`PAIRS`]
+/// alternating pairs, and prints the medians of the throughput, of the rate and of each pair's
+/// fraction. Pairing cancels this shared machine's drifts, which move both.
+fn print_row(model: &ModelChoice, work: &str, workers: usize, mut gflops: impl FnMut() -> f64) {
     let pairs: Vec<(f64, f64)> = (0..PAIRS)
         .map(|_| {
             let rate = gemm_rate(workers, [GEMM_SIDE; 3]);
-            (samples_per_second() * flops_per_sample / 1e9, rate)
+            (gflops(), rate)
         })
         .collect();
     let fraction = median(pairs.iter().map(|(gflops, rate)| gflops / rate));

@@ -36,6 +36,7 @@ fn name(model: &ModelChoice, backend: BackendKind) -> String {
 }
 
 fn local_epoch(c: &mut Criterion) {
+    fedsim::cli::disable_huge_pages();
     let data = Arc::new(common::mnist().train);
     let mut group = c.benchmark_group("local_epoch");
     group.throughput(Throughput::Elements(SAMPLES_PER_CLIENT as u64));
@@ -58,6 +59,7 @@ fn local_epoch(c: &mut Criterion) {
 }
 
 fn parallel_round(c: &mut Criterion) {
+    fedsim::cli::disable_huge_pages();
     let data = Arc::new(common::mnist().train);
     let mut group = c.benchmark_group("round_of_8_clients");
     group.throughput(Throughput::Elements(

@@ -174,23 +174,74 @@ pub fn per_second(mut work: impl FnMut()) -> f64 {
     f64::from(runs) / start.elapsed().as_secs_f64()
 }
 
+/// One f32 matrix product `[m, k] · [k, n]` into a row-major `[m, n]`, each operand stored
+/// row-major either as it is read or as its transpose (read through swapped strides, as
+/// burn-flex and fedsim's own operations read a transposed view, without moving it).
+#[derive(Debug, Clone, Copy)]
+pub struct Product {
+    /// `[m, k, n]`.
+    pub shape: [usize; 3],
+    /// The left operand is stored as `[k, m]`.
+    pub lhs_transposed: bool,
+    /// The right operand is stored as `[n, k]`.
+    pub rhs_transposed: bool,
+}
+
+impl Product {
+    /// `[m, k] · [k, n]` of operands stored as they are read.
+    pub fn plain(shape: [usize; 3]) -> Self {
+        Self {
+            shape,
+            lhs_transposed: false,
+            rhs_transposed: false,
+        }
+    }
+
+    fn flops(&self) -> f64 {
+        let [m, k, n] = self.shape;
+        2.0 * (m * k * n) as f64
+    }
+}
+
 /// The best rate, in GFLOP/s, of `threads` single-threaded `[m, k] · [k, n]` f32 products
 /// running at once, over three repetitions.
-pub fn gemm_rate(threads: usize, [m, k, n]: [usize; 3]) -> f64 {
-    let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.25).collect();
-    let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
-    let mut outputs = vec![vec![0.0f32; m * n]; threads];
-    let flops = 2.0 * (m * k * n) as f64;
+pub fn gemm_rate(threads: usize, shape: [usize; 3]) -> f64 {
+    products_rate(threads, &[Product::plain(shape)])
+}
+
+/// The best rate, in GFLOP/s, of `threads` threads at once each making `products` one after
+/// another, over three repetitions.
+pub fn products_rate(threads: usize, products: &[Product]) -> f64 {
+    let operands: Vec<(Vec<f32>, Vec<f32>)> = products
+        .iter()
+        .map(|p| {
+            let [m, k, n] = p.shape;
+            let lhs = (0..m * k).map(|i| (i % 7) as f32 * 0.25).collect();
+            let rhs = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+            (lhs, rhs)
+        })
+        .collect();
+    let empty_outputs = || -> Vec<Vec<f32>> {
+        products
+            .iter()
+            .map(|p| vec![0.0; p.shape[0] * p.shape[2]])
+            .collect()
+    };
+    let mut outputs: Vec<Vec<Vec<f32>>> = (0..threads).map(|_| empty_outputs()).collect();
+    let flops: f64 = products.iter().map(Product::flops).sum();
     let repeats = (1e9 / flops).ceil() as usize;
     let mut best = Duration::MAX;
     for _ in 0..3 {
         let start = Instant::now();
         std::thread::scope(|scope| {
-            for dst in &mut outputs {
-                let (lhs, rhs) = (&lhs, &rhs);
+            for dsts in &mut outputs {
+                let operands = &operands;
                 scope.spawn(move || {
                     for _ in 0..repeats {
-                        product([m, k, n], lhs, rhs, dst);
+                        for ((p, (lhs, rhs)), dst) in products.iter().zip(operands).zip(&mut *dsts)
+                        {
+                            product(p, lhs, rhs, dst);
+                        }
                     }
                 });
             }
@@ -200,11 +251,23 @@ pub fn gemm_rate(threads: usize, [m, k, n]: [usize; 3]) -> f64 {
     threads as f64 * repeats as f64 * flops / best.as_secs_f64() / 1e9
 }
 
-/// `dst = lhs · rhs` for row-major `[m, k]` and `[k, n]` matrices, on the calling thread.
-fn product([m, k, n]: [usize; 3], lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
+/// `dst = lhs · rhs` for the product `p`, on the calling thread.
+fn product(p: &Product, lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
+    let [m, k, n] = p.shape;
     assert!(lhs.len() == m * k && rhs.len() == k * n && dst.len() == m * n);
-    // SAFETY: the three buffers hold exactly these row-major shapes, with these strides, and
-    // `dst` does not alias the inputs.
+    // (column stride, row stride) of an `[rows, columns]` operand stored row-major, or stored
+    // as its row-major transpose.
+    let strides = |transposed, rows: usize, columns: usize| {
+        if transposed {
+            (rows as isize, 1)
+        } else {
+            (1, columns as isize)
+        }
+    };
+    let (lhs_cs, lhs_rs) = strides(p.lhs_transposed, m, k);
+    let (rhs_cs, rhs_rs) = strides(p.rhs_transposed, k, n);
+    // SAFETY: the three buffers hold exactly these shapes, read with these strides, and `dst`
+    // does not alias the inputs.
     unsafe {
         gemm::gemm(
             m,
@@ -215,11 +278,11 @@ fn product([m, k, n]: [usize; 3], lhs: &[f32], rhs: &[f32], dst: &mut [f32]) {
             n as isize,
             false,
             lhs.as_ptr(),
-            1,
-            k as isize,
+            lhs_cs,
+            lhs_rs,
             rhs.as_ptr(),
-            1,
-            n as isize,
+            rhs_cs,
+            rhs_rs,
             0.0,
             1.0,
             false,
