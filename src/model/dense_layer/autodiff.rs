@@ -37,7 +37,6 @@ pub(super) fn forward(
             let relu_output = (activation == Activation::Relu).then(|| output.clone());
             let saved = Saved {
                 shape,
-                activation,
                 input,
                 weight,
                 relu_output,
@@ -53,12 +52,11 @@ pub(super) fn forward(
 #[derive(Debug)]
 struct DenseLayer;
 
-/// What the backward step reads: the forward pass's input and weight, and its output when
-/// ReLU's mask needs it.
+/// What the backward step reads: the forward pass's input and weight, and its output if the
+/// layer applied ReLU, whose mask needs it.
 #[derive(Debug, Clone)]
 struct Saved {
     shape: Shape,
-    activation: Activation,
     input: FlexTensor,
     weight: FlexTensor,
     relu_output: Option<FlexTensor>,
@@ -72,7 +70,6 @@ impl Backward<Flex, 3> for DenseLayer {
         let output_grad = grads.consume::<Flex>(&ops.node);
         let Saved {
             shape,
-            activation,
             input,
             weight,
             relu_output,
@@ -81,18 +78,13 @@ impl Backward<Flex, 3> for DenseLayer {
         let computed = with_values(&output_grad, |output_grad| {
             with_values(&input, |input| {
                 with_values(&weight, |weight| {
-                    let backward = |output: &[f32]| {
-                        kernels::backward(
-                            &shape,
-                            (input, weight),
-                            (output, output_grad),
-                            activation,
-                            want_input,
-                        )
+                    let backward = |relu_output: Option<&[f32]>| {
+                        let weights = (input, weight);
+                        kernels::backward(&shape, weights, output_grad, relu_output, want_input)
                     };
                     match &relu_output {
-                        Some(output) => with_values(output, backward),
-                        None => backward(&[]),
+                        Some(output) => with_values(output, |output| backward(Some(output))),
+                        None => backward(None),
                     }
                 })
             })

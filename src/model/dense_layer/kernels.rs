@@ -84,13 +84,14 @@ pub fn forward(
     output
 }
 
-/// The gradients for `output_grad`, the loss's gradient with respect to the layer's output
-/// `output` (read only through ReLU's mask); the inputs' only if `want_input`.
+/// The gradients for `output_grad`, the loss's gradient with respect to the layer's output;
+/// `relu_output` is that output when the layer applied ReLU, whose mask it gives. The inputs'
+/// gradient only if `want_input`.
 pub fn backward(
     shape: &Shape,
     (input, weight): (&[f32], &[f32]),
-    (output, output_grad): (&[f32], &[f32]),
-    activation: Activation,
+    output_grad: &[f32],
+    relu_output: Option<&[f32]>,
     want_input: bool,
 ) -> Gradients {
     let Shape {
@@ -99,9 +100,9 @@ pub fn backward(
         outputs,
     } = *shape;
     assert_eq!(output_grad.len(), rows * outputs, "output gradient size");
-    let grad: Cow<'_, [f32]> = match activation {
-        Activation::Identity => Cow::Borrowed(output_grad),
-        Activation::Relu => output
+    let grad: Cow<'_, [f32]> = match relu_output {
+        None => Cow::Borrowed(output_grad),
+        Some(output) => output
             .iter()
             .zip(output_grad)
             .map(|(&output, &grad)| pass_relu(output, grad))
@@ -203,13 +204,8 @@ mod tests {
         };
         for activation in [Activation::Identity, Activation::Relu] {
             let output = forward(&SHAPE, (&input, &weight, &bias), activation);
-            let got = backward(
-                &SHAPE,
-                (&input, &weight),
-                (&output, &direction),
-                activation,
-                true,
-            );
+            let relu_output = (activation == Activation::Relu).then_some(&output[..]);
+            let got = backward(&SHAPE, (&input, &weight), &direction, relu_output, true);
             let mut parameters = [input.clone(), weight.clone(), bias.clone()];
             let computed = [got.input.as_deref().unwrap(), &got.weight, &got.bias];
             for which in 0..3 {
