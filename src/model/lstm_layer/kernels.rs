@@ -8,6 +8,8 @@
 //! are burn's `Linear` layout, `[inputs, 4 · units]` and `[units, 4 · units]`, each row the four
 //! gates side by side in the order input, forget, candidate, output.
 
+use super::step_product::add_product;
+use super::vectors::{VectorWork, on_widest_vectors};
 use crate::model::matrix::{Matrix, multiply};
 
 /// The size of one layer's run.
@@ -111,14 +113,12 @@ pub fn forward(
     let mut cells = vec![0.0; if keep_trace { shape.steps } else { 2 } * state_len];
     let mut cells_tanh = vec![0.0; if keep_trace { shape.steps } else { 1 } * state_len];
     let zeros = vec![0.0; state_len];
-    let recurrent = Matrix::row_major(weights.recurrent, units, shape.gates());
     let step_len = shape.batch * shape.gates();
     for (step, step_gates) in gates.chunks_exact_mut(step_len).enumerate() {
         let (earlier, current) = hidden.split_at_mut(step * state_len);
         if step > 0 {
-            let previous =
-                Matrix::row_major(&earlier[(step - 1) * state_len..], shape.batch, units);
-            multiply(step_gates, previous, recurrent, true);
+            let previous = &earlier[(step - 1) * state_len..];
+            add_product(step_gates, previous, weights.recurrent, units);
         }
         let (previous_cell, cell) = cell_pair(&mut cells, &zeros, step, keep_trace);
         let cell_tanh = &mut cells_tanh[if keep_trace { step } else { 0 } * state_len..];
@@ -160,7 +160,7 @@ pub fn backward(
     let mut recurrent_grad = vec![0.0; state_len];
     let mut cell_grad = vec![0.0; state_len];
     let zeros = vec![0.0; state_len];
-    let recurrent_t = Matrix::row_major(weights.recurrent, units, gates_len).transposed();
+    let recurrent_t = transpose(weights.recurrent, units);
     for step in (0..shape.steps).rev() {
         let at = step * state_len..(step + 1) * state_len;
         let previous_cell = match step {
@@ -180,8 +180,8 @@ pub fn backward(
             cell_tanh: &trace.cells_tanh[at],
         });
         if step > 0 {
-            let step_grad = Matrix::row_major(step_grad, shape.batch, gates_len);
-            multiply(&mut recurrent_grad, step_grad, recurrent_t, false);
+            recurrent_grad.fill(0.0);
+            add_product(&mut recurrent_grad, step_grad, &recurrent_t, gates_len);
         }
     }
     parameter_grads(shape, (inputs, weights), hidden, &gates_grad, want_inputs)
@@ -229,6 +229,15 @@ fn parameter_grads(
     grads
 }
 
+/// The `[columns, rows]` transpose of the row-major `[rows, columns]` `matrix`: the
+/// recurrent weights read the other way, laid out once for every step of the backward pass.
+fn transpose(matrix: &[f32], rows: usize) -> Vec<f32> {
+    let columns = matrix.len() / rows;
+    (0..columns)
+        .flat_map(|column| (0..rows).map(move |row| matrix[row * columns + column]))
+        .collect()
+}
+
 fn check_lengths(shape: &Shape, inputs: &[f32], weights: Weights<'_>) {
     assert!(shape.steps > 0, "a sequence has a step");
     assert_eq!(inputs.len(), shape.rows() * shape.inputs, "inputs length");
@@ -246,20 +255,15 @@ fn check_lengths(shape: &Shape, inputs: &[f32], weights: Weights<'_>) {
 }
 
 /// Every step's input products with the gates' biases, `[steps, batch, 4 · units]`: one matrix
-/// product for the whole sequence.
+/// product for the whole sequence, added to the biases.
 fn input_products(shape: &Shape, inputs: &[f32], weights: Weights<'_>) -> Vec<f32> {
-    let mut gates = vec![0.0; shape.rows() * shape.gates()];
+    let mut gates = weights.bias.repeat(shape.rows());
     multiply(
         &mut gates,
         Matrix::row_major(inputs, shape.rows(), shape.inputs),
         Matrix::row_major(weights.input, shape.inputs, shape.gates()),
-        false,
+        true,
     );
-    for row in gates.chunks_exact_mut(shape.gates()) {
-        for (value, bias) in row.iter_mut().zip(weights.bias) {
-            *value += bias;
-        }
-    }
     gates
 }
 
@@ -303,7 +307,7 @@ struct StepRows<'a> {
     hidden: &'a mut [f32],
 }
 
-impl ElementWise for StepRows<'_> {
+impl VectorWork for StepRows<'_> {
     #[inline(always)]
     fn run(self) {
         let StepRows {
@@ -378,7 +382,7 @@ struct StepRowsBack<'a> {
     cell_tanh: &'a [f32],
 }
 
-impl ElementWise for StepRowsBack<'_> {
+impl VectorWork for StepRowsBack<'_> {
     #[inline(always)]
     fn run(self) {
         let StepRowsBack {
@@ -467,47 +471,6 @@ fn forget_grad_and_carry(
     }
 }
 
-/// Element-wise passes over slices, to compile for several vector widths: `run` is inlined
-/// into each of [`on_widest_vectors`]' variants, and compiled with its instruction set there
-/// (a closure would not be inlined reliably).
-trait ElementWise {
-    fn run(self);
-}
-
-/// Runs `work` compiled for the widest vector registers this CPU has (AVX-512 or AVX2 on
-/// x86-64; the baseline's elsewhere), once the CPU has been asked. The element-wise passes
-/// compute each value by the same operations at every width (no operation is fused or
-/// reordered), so results do not depend on which runs.
-#[inline(always)]
-fn on_widest_vectors(work: impl ElementWise) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: this CPU has AVX-512F, just checked.
-            return unsafe { with_avx512(work) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: this CPU has AVX2, just checked.
-            return unsafe { with_avx2(work) };
-        }
-    }
-    work.run();
-}
-
-/// `work`, compiled with AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn with_avx512(work: impl ElementWise) {
-    work.run();
-}
-
-/// `work`, compiled with AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn with_avx2(work: impl ElementWise) {
-    work.run();
-}
-
 /// `1 / (1 + e^-x)`, through [`exp`].
 #[inline(always)]
 fn sigmoid(x: f32) -> f32 {
@@ -554,6 +517,7 @@ fn exp(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::vectors::vector_widths;
     use super::*;
     use crate::model::matrix::unstructured_values as values;
 
@@ -623,26 +587,6 @@ mod tests {
             }
         }
         hidden
-    }
-
-    /// A way to run element-wise work, by name.
-    type Width<W> = (&'static str, fn(W));
-
-    /// Every way [`on_widest_vectors`] may run element-wise work on this CPU.
-    fn vector_widths<W: ElementWise>() -> Vec<Width<W>> {
-        let mut widths: Vec<Width<W>> = vec![("baseline", |work: W| work.run())];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: this CPU has AVX2, just checked.
-                widths.push(("AVX2", |work: W| unsafe { with_avx2(work) }));
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: this CPU has AVX-512F, just checked.
-                widths.push(("AVX-512", |work: W| unsafe { with_avx512(work) }));
-            }
-        }
-        widths
     }
 
     #[test]

@@ -19,6 +19,8 @@
 
 mod autodiff;
 mod kernels;
+mod step_product;
+mod vectors;
 
 use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
