@@ -11,8 +11,13 @@
 //!
 //! Each value of the product is one chain of fused multiply-adds down the depth, in order,
 //! starting from the value already there. Blocks, panels and vector lanes only choose which
-//! chains run side by side, so a value's bits depend neither on the vector width nor on how
-//! many rows are multiplied together (a sequence gives the same result alone as in a batch).
+//! chains run side by side, so a value's bits depend neither on the vector width (AVX-512 or
+//! AVX2) nor on how many rows are multiplied together (a sequence gives the same result alone
+//! as in a batch). Other CPUs (without AVX2 and FMA, or not x86-64) call `gemm` instead, whose
+//! kernels for them are faster than a scalar loop, and whose bits differ, as they differ
+//! between its own kernels.
+
+use super::super::matrix::{Matrix, multiply};
 
 /// `product += lhs · rhs`, row-major: `product` `[rows, columns]`, `lhs` `[rows, depth]`,
 /// `rhs` `[depth, columns]`, on the widest vector registers this CPU has.
@@ -30,7 +35,7 @@ pub(super) fn add_product(product: &mut [f32], lhs: &[f32], rhs: &[f32], depth: 
             return unsafe { on_avx2(operands) };
         }
     }
-    on_scalars(operands);
+    with_gemm(operands);
 }
 
 /// The product on 16-lane registers: blocks of 10 rows by two registers of columns, 20 of
@@ -57,10 +62,18 @@ unsafe fn on_avx2(operands: Operands<'_>) {
     unsafe { operands.panels::<std::arch::x86_64::__m256, 5, 2>() }
 }
 
-/// The product one value at a time, on any CPU.
-fn on_scalars(operands: Operands<'_>) {
-    // SAFETY: `f32`'s lanes need no instruction set.
-    unsafe { operands.panels::<f32, 4, 1>() }
+/// The product through `gemm`, on any CPU.
+fn with_gemm(operands: Operands<'_>) {
+    let Operands {
+        product,
+        lhs,
+        rhs,
+        rows,
+        depth,
+        columns,
+    } = operands;
+    let lhs = Matrix::row_major(lhs, rows, depth);
+    multiply(product, lhs, Matrix::row_major(rhs, depth, columns), true);
 }
 
 /// The operands of [`add_product`], their lengths checked against each other.
@@ -309,10 +322,10 @@ mod x86 {
 #[cfg(test)]
 type Width = (&'static str, fn(Operands<'_>));
 
-/// Every way [`add_product`] may run on this CPU, the scalar one first.
+/// The kernels of fedsim's own that [`add_product`] may run on this CPU.
 #[cfg(test)]
 fn widths() -> Vec<Width> {
-    let mut widths: Vec<Width> = vec![("scalar", on_scalars)];
+    let mut widths: Vec<Width> = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
@@ -352,45 +365,52 @@ mod tests {
     const SHAPES: [(usize, usize, usize); 4] =
         [(10, 128, 512), (13, 37, 70), (1, 5, 20), (23, 9, 33)];
 
+    /// Each value's chain of fused multiply-adds down the depth from its start, one value at
+    /// a time: the bits each of fedsim's kernels must give.
+    fn chains(start: &[f32], lhs: &[f32], rhs: &[f32], depth: usize) -> Vec<f32> {
+        let columns = rhs.len() / depth;
+        let mut product = start.to_vec();
+        for (row, out) in product.chunks_exact_mut(columns).enumerate() {
+            for (column, out) in out.iter_mut().enumerate() {
+                for k in 0..depth {
+                    *out = lhs[row * depth + k].mul_add(rhs[k * columns + column], *out);
+                }
+            }
+        }
+        product
+    }
+
     #[test]
-    fn adds_the_product_to_what_is_there() {
+    fn adds_the_product_to_what_is_there_on_this_cpu_and_through_gemm() {
+        let on_this_cpu: fn(Operands<'_>) =
+            |operands| add_product(operands.product, operands.lhs, operands.rhs, operands.depth);
         for (rows, depth, columns) in SHAPES {
             let (lhs, rhs) = (values(rows * depth, 1), values(depth * columns, 2));
             let start = values(rows * columns, 3);
-            let mut product = start.clone();
-            add_product(&mut product, &lhs, &rhs, depth);
             let want = definition(&lhs, &rhs, depth);
-            for ((got, want), start) in product.iter().zip(want).zip(start) {
-                let want = want + f64::from(start);
-                assert!(
-                    (f64::from(*got) - want).abs() < 1e-5 * depth as f64,
-                    "{got} vs {want}"
-                );
+            for (name, run) in [("this CPU's", on_this_cpu), ("gemm's", with_gemm)] {
+                let mut product = start.clone();
+                run(Operands::new(&mut product, &lhs, &rhs, depth));
+                for ((got, want), start) in product.iter().zip(&want).zip(&start) {
+                    let want = want + f64::from(*start);
+                    let error = (f64::from(*got) - want).abs();
+                    assert!(error < 1e-5 * depth as f64, "{name}: {got} vs {want}");
+                }
             }
         }
     }
 
     #[test]
-    fn gives_the_same_bits_at_every_vector_width_and_for_any_rows_taken_together() {
+    fn each_kernel_gives_every_values_chain_to_the_bit_whatever_the_rows_taken_together() {
+        let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         for (rows, depth, columns) in SHAPES {
             let (lhs, rhs) = (values(rows * depth, 4), values(depth * columns, 5));
             let start = values(rows * columns, 6);
-            let run = |variant: usize, lhs: &[f32], start: &[f32]| {
-                let mut product = start.to_vec();
-                widths()[variant].1(Operands::new(&mut product, lhs, &rhs, depth));
-                product.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-            };
-            let want = run(0, &lhs, &start);
-            for (variant, (name, _)) in widths().iter().enumerate() {
-                assert_eq!(run(variant, &lhs, &start), want, "{name}, {rows} rows");
-                for row in 0..rows {
-                    let alone = run(
-                        variant,
-                        &lhs[row * depth..][..depth],
-                        &start[row * columns..][..columns],
-                    );
-                    assert_eq!(alone, want[row * columns..][..columns], "{name}, row {row}");
-                }
+            let want = bits(&chains(&start, &lhs, &rhs, depth));
+            for (name, run) in widths() {
+                let mut product = start.clone();
+                run(Operands::new(&mut product, &lhs, &rhs, depth));
+                assert_eq!(bits(&product), want, "{name}, {rows} x {depth} x {columns}");
             }
         }
     }
