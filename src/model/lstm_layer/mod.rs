@@ -10,7 +10,10 @@
 //! that apply the gates' non-linearities (through a polynomial `exp` that runs on vector
 //! registers) and update the cell, into buffers allocated once per sequence; its backward pass
 //! through time is hand-written, a few passes and one product per step, then one product per
-//! parameter for the whole sequence.
+//! parameter for the whole sequence. The per-step products, a few rows against weights that
+//! every step shares, run in `step_product`, a kernel of fedsim's own that reads the weights in
+//! place (a general matrix product would copy them into its own layout at every step); the
+//! element-wise passes and that kernel are compiled for each vector width (`vectors`).
 //!
 //! As `conv_pool`, it is a backend extension: on flex (with or without autodiff) it runs the
 //! kernels; on any other backend it composes burn's ops, so ndarray and wgpu results are what
