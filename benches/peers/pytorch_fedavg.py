@@ -5,10 +5,14 @@ The peer fedsim's speed is measured against (benches/README.md, "Against a PyTor
 MLP for one epoch of SGD (batch 32, lr 0.05, no momentum), the server averaging the returned
 models weighted by samples and evaluating on the 10,000 test images after every round; 20
 rounds. Clients train one after another, as the simplest loop a user would write does.
+`--model cnn` trains the FedAvg paper's CNN instead (fedsim's "cnn": two 5x5 convolutions of
+32 and 64 channels, padding 2, each followed by ReLU and a 2x2 max-pool, then dense 3136-512
+and 512-10).
 
 Not part of fedsim's build or tests. Run from the repository root, with PyTorch installed:
 
     python3 benches/peers/pytorch_fedavg.py --threads 2
+    python3 benches/peers/pytorch_fedavg.py --threads 2 --model cnn --rounds 5
 
 It reads the MNIST copy under datasets/mnist/ and prints one line per round, then the wall
 time of the rounds (data loading excluded, as in fedsim's round times).
@@ -47,11 +51,31 @@ def mlp():
     )
 
 
+def cnn():
+    return nn.Sequential(
+        nn.Unflatten(1, (1, 28)),
+        nn.Conv2d(1, 32, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(3136, 512),
+        nn.ReLU(),
+        nn.Linear(512, 10),
+    )
+
+
+MODELS = {"mlp": mlp, "cnn": cnn}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="torch's intra-op threads")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--model", choices=sorted(MODELS), default="mlp")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -63,8 +87,8 @@ def main():
     y_test = torch.tensor(idx("t10k-labels-idx1-ubyte.gz"), dtype=torch.int64)
     clients = np.array_split(rng.permutation(len(x_train)), 100)
 
-    global_model = mlp()
-    worker = mlp()
+    global_model = MODELS[args.model]()
+    worker = MODELS[args.model]()
     loss_fn = nn.CrossEntropyLoss()
     start = time.perf_counter()
     for round_ in range(1, args.rounds + 1):

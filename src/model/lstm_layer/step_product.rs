@@ -64,16 +64,10 @@ unsafe fn on_avx2(operands: Operands<'_>) {
 
 /// The product through `gemm`, on any CPU.
 fn with_gemm(operands: Operands<'_>) {
-    let Operands {
-        product,
-        lhs,
-        rhs,
-        rows,
-        depth,
-        columns,
-    } = operands;
-    let lhs = Matrix::row_major(lhs, rows, depth);
-    multiply(product, lhs, Matrix::row_major(rhs, depth, columns), true);
+    let (rows, depth, columns) = (operands.rows, operands.depth, operands.columns);
+    let lhs = Matrix::row_major(operands.lhs, rows, depth);
+    let rhs = Matrix::row_major(operands.rhs, depth, columns);
+    multiply(operands.product, lhs, rhs, true);
 }
 
 /// The operands of [`add_product`], their lengths checked against each other.
@@ -261,61 +255,58 @@ mod x86 {
 
     use super::Lanes;
 
-    // SAFETY: AVX-512F instructions, called only where the CPU has them (the trait's
-    // contract); loads and stores stay within the slices (the methods' contract).
-    unsafe impl Lanes for __m512 {
-        const LANES: usize = 16;
+    /// [`Lanes`] for a register type of `lanes` lanes, through its unaligned load and store,
+    /// its broadcast and its fused multiply-add.
+    macro_rules! lanes {
+        ($register:ty, $lanes:literal, $load:ident, $store:ident, $splat:ident, $mul_add:ident) => {
+            // SAFETY: the register's instructions, called only where the CPU has them (the
+            // trait's contract); loads and stores stay within the slices (the methods').
+            unsafe impl Lanes for $register {
+                const LANES: usize = $lanes;
 
-        #[inline(always)]
-        unsafe fn load(from: &[f32]) -> Self {
-            debug_assert!(from.len() >= Self::LANES);
-            unsafe { _mm512_loadu_ps(from.as_ptr()) }
-        }
+                #[inline(always)]
+                unsafe fn load(from: &[f32]) -> Self {
+                    debug_assert!(from.len() >= Self::LANES);
+                    unsafe { $load(from.as_ptr()) }
+                }
 
-        #[inline(always)]
-        unsafe fn store(self, to: &mut [f32]) {
-            debug_assert!(to.len() >= Self::LANES);
-            unsafe { _mm512_storeu_ps(to.as_mut_ptr(), self) }
-        }
+                #[inline(always)]
+                unsafe fn store(self, to: &mut [f32]) {
+                    debug_assert!(to.len() >= Self::LANES);
+                    unsafe { $store(to.as_mut_ptr(), self) }
+                }
 
-        #[inline(always)]
-        unsafe fn splat(value: f32) -> Self {
-            unsafe { _mm512_set1_ps(value) }
-        }
+                #[inline(always)]
+                unsafe fn splat(value: f32) -> Self {
+                    unsafe { $splat(value) }
+                }
 
-        #[inline(always)]
-        unsafe fn mul_add(self, factor: Self, sum: Self) -> Self {
-            unsafe { _mm512_fmadd_ps(self, factor, sum) }
-        }
+                #[inline(always)]
+                unsafe fn mul_add(self, factor: Self, sum: Self) -> Self {
+                    unsafe { $mul_add(self, factor, sum) }
+                }
+            }
+        };
     }
 
-    // SAFETY: AVX and FMA instructions, called only where the CPU has AVX2 and FMA (the
-    // trait's contract); loads and stores stay within the slices (the methods' contract).
-    unsafe impl Lanes for __m256 {
-        const LANES: usize = 8;
-
-        #[inline(always)]
-        unsafe fn load(from: &[f32]) -> Self {
-            debug_assert!(from.len() >= Self::LANES);
-            unsafe { _mm256_loadu_ps(from.as_ptr()) }
-        }
-
-        #[inline(always)]
-        unsafe fn store(self, to: &mut [f32]) {
-            debug_assert!(to.len() >= Self::LANES);
-            unsafe { _mm256_storeu_ps(to.as_mut_ptr(), self) }
-        }
-
-        #[inline(always)]
-        unsafe fn splat(value: f32) -> Self {
-            unsafe { _mm256_set1_ps(value) }
-        }
-
-        #[inline(always)]
-        unsafe fn mul_add(self, factor: Self, sum: Self) -> Self {
-            unsafe { _mm256_fmadd_ps(self, factor, sum) }
-        }
-    }
+    // AVX-512F's.
+    lanes!(
+        __m512,
+        16,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
+    // AVX's and FMA's, used where the CPU has AVX2 and FMA.
+    lanes!(
+        __m256,
+        8,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps
+    );
 }
 
 /// A way to run the product, by name.
