@@ -453,7 +453,8 @@ fn output_and_cell_grads(
 }
 
 /// The input gate's and the candidate's pre-activation gradients, `dc · g · i (1 - i)` and
-/// `dc · i (1 - g^2)`.
+/// `dc · i (1 - g^2)`: one loop for each, since the two are parts of one row and a loop
+/// writing both was compiled for one value at a time.
 #[inline(always)]
 fn input_and_candidate_grads(
     (input_grad, candidate_grad): (&mut [f32], &mut [f32]),
@@ -461,8 +462,10 @@ fn input_and_candidate_grads(
     (input, candidate): (&[f32], &[f32]),
 ) {
     let from = cell_grad.iter().zip(input).zip(candidate);
-    for (((dc, i), g), (i_grad, g_grad)) in from.zip(input_grad.iter_mut().zip(candidate_grad)) {
+    for (((dc, i), g), i_grad) in from.clone().zip(input_grad) {
         *i_grad = dc * g * i * (1.0 - i);
+    }
+    for (((dc, i), g), g_grad) in from.zip(candidate_grad) {
         *g_grad = dc * i * (1.0 - g * g);
     }
 }
