@@ -1,5 +1,6 @@
-//! What fedsim's own operations on burn-flex (`conv_pool`, `lstm_layer`) share: whether a
-//! device is flex, and the moves between burn's tensors and flex's primitives and values.
+//! What fedsim's own operations on burn-flex (`conv_pool`, `lstm_layer`, `dense_layer`) share:
+//! whether a device is flex, and the moves between burn's tensors and flex's primitives and
+//! values.
 
 use burn::backend::autodiff::Autodiff;
 use burn::backend::flex::FlexTensor;
@@ -21,15 +22,27 @@ pub(super) fn on_flex(device: &Device) -> bool {
 /// Runs `read` on the tensor's values in row-major order, copying only if they are not
 /// contiguous already.
 pub(super) fn with_values<R>(tensor: &FlexTensor, read: impl FnOnce(&[f32]) -> R) -> R {
-    match tensor.as_slice::<f32>() {
-        Some(values) => read(values),
-        None => read(
-            tensor
-                .to_contiguous()
-                .as_slice::<f32>()
-                .expect("fedsim's operations compute in f32"),
-        ),
-    }
+    with_all_values([tensor], |[values]| read(values))
+}
+
+/// Runs `read` on the values of each of `tensors` in row-major order, as [`with_values`] does
+/// for one, copying only those that are not contiguous already.
+pub(super) fn with_all_values<const N: usize, R>(
+    tensors: [&FlexTensor; N],
+    read: impl FnOnce([&[f32]; N]) -> R,
+) -> R {
+    let copies = tensors.map(|tensor| {
+        let strided = tensor.as_slice::<f32>().is_none();
+        strided.then(|| tensor.to_contiguous())
+    });
+    let values = std::array::from_fn(|i| {
+        copies[i]
+            .as_ref()
+            .unwrap_or(tensors[i])
+            .as_slice::<f32>()
+            .expect("fedsim's operations compute in f32")
+    });
+    read(values)
 }
 
 /// The tensor as flex's primitive.
@@ -67,5 +80,26 @@ pub(super) fn assert_close<const D: usize>(
     );
     for (g, w) in got.iter().zip(want) {
         assert!((g - w).abs() < absolute + relative * w.abs(), "{g} vs {w}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_come_in_row_major_order_whether_a_tensor_is_contiguous_or_a_strided_view() {
+        let device = Device::flex();
+        let matrix = Tensor::<2>::from_floats([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], &device);
+        let transposed = flex_primitive(matrix.clone().transpose());
+        let matrix = flex_primitive(matrix);
+        assert!(transposed.as_slice::<f32>().is_none(), "the transpose is a view");
+        with_all_values([&matrix, &transposed], |[values, transposed]| {
+            assert_eq!(values, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+            assert_eq!(transposed, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        });
+        with_values(&transposed, |values| {
+            assert_eq!(values, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        });
     }
 }

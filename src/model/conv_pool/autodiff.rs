@@ -12,7 +12,7 @@ use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
 use super::kernels::{self, Geometry, Winners};
-use crate::model::flex::{Tracked, flex_tensor, tracked, with_values};
+use crate::model::flex::{Tracked, flex_tensor, tracked, with_all_values};
 
 /// [`kernels::forward`] on tracked tensors; the output's gradient step is [`ConvReluPool`].
 pub(super) fn forward(
@@ -71,19 +71,11 @@ impl Backward<Flex, 3> for ConvReluPool {
             weight,
             winners,
         } = ops.state;
-        let computed = with_values(&output_grad, |output_grad| {
-            with_values(&images, |images| {
-                with_values(&weight, |weight| {
-                    let want_images = images_node.is_some();
-                    kernels::backward(
-                        &geometry,
-                        (images, weight),
-                        &winners,
-                        output_grad,
-                        want_images,
-                    )
-                })
-            })
+        let want_images = images_node.is_some();
+        let values = [&output_grad, &images, &weight];
+        let computed = with_all_values(values, |[output_grad, images, weight]| {
+            let inputs = (images, weight);
+            kernels::backward(&geometry, inputs, &winners, output_grad, want_images)
         });
         if let (Some(node), Some(values)) = (images_node, computed.images) {
             grads.register::<Flex>(node.id, flex_tensor(values, geometry.images_shape()));

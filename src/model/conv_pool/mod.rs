@@ -27,7 +27,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::module::max_pool2d;
 use burn::tensor::ops::MaxPoolOptions;
 
-use super::flex::{flex_primitive, flex_tensor, on_flex, with_values};
+use super::flex::{flex_primitive, flex_tensor, on_flex, with_all_values};
 use kernels::Geometry;
 
 /// `maxpool2(relu(conv(images)))` with 2x2 pooling of stride 2, on images
@@ -92,12 +92,8 @@ fn forward(
     weight: &FlexTensor,
     bias: &FlexTensor,
 ) -> (Vec<f32>, kernels::Winners) {
-    with_values(images, |images| {
-        with_values(weight, |weight| {
-            with_values(bias, |bias| {
-                kernels::forward(geometry, images, weight, bias)
-            })
-        })
+    with_all_values([images, weight, bias], |[images, weight, bias]| {
+        kernels::forward(geometry, images, weight, bias)
     })
 }
 

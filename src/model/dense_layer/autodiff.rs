@@ -10,7 +10,7 @@ use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
 use super::kernels::{self, Activation, Shape};
-use crate::model::flex::{Tracked, flex_tensor, tracked, with_values};
+use crate::model::flex::{Tracked, flex_tensor, tracked, with_all_values, with_values};
 
 /// [`kernels::forward`] on tracked tensors; the output's gradient step is [`DenseLayer`].
 pub(super) fn forward(
@@ -75,19 +75,16 @@ impl Backward<Flex, 3> for DenseLayer {
             relu_output,
         } = ops.state;
         let want_input = input_node.is_some();
-        let computed = with_values(&output_grad, |output_grad| {
-            with_values(&input, |input| {
-                with_values(&weight, |weight| {
-                    let backward = |relu_output: Option<&[f32]>| {
-                        let weights = (input, weight);
-                        kernels::backward(&shape, weights, output_grad, relu_output, want_input)
-                    };
-                    match &relu_output {
-                        Some(output) => with_values(output, |output| backward(Some(output))),
-                        None => backward(None),
-                    }
-                })
-            })
+        let values = [&output_grad, &input, &weight];
+        let computed = with_all_values(values, |[output_grad, input, weight]| {
+            let backward = |relu_output: Option<&[f32]>| {
+                let inputs = (input, weight);
+                kernels::backward(&shape, inputs, output_grad, relu_output, want_input)
+            };
+            match &relu_output {
+                Some(output) => with_values(output, |output| backward(Some(output))),
+                None => backward(None),
+            }
         });
         if let (Some(node), Some(values)) = (input_node, computed.input) {
             grads.register::<Flex>(node.id, flex_tensor(values, [shape.rows, shape.inputs]));

@@ -25,7 +25,7 @@ use burn::tensor::activation::relu;
 
 pub use kernels::Activation;
 
-use super::flex::{flex_primitive, flex_tensor, on_flex, with_values};
+use super::flex::{flex_primitive, flex_tensor, on_flex, with_all_values};
 use kernels::Shape;
 
 /// `activation(layer(input))` for samples `[rows, inputs]`.
@@ -56,12 +56,8 @@ fn forward(
     activation: Activation,
     [input, weight, bias]: [&FlexTensor; 3],
 ) -> Vec<f32> {
-    with_values(input, |input| {
-        with_values(weight, |weight| {
-            with_values(bias, |bias| {
-                kernels::forward(shape, (input, weight, bias), activation)
-            })
-        })
+    with_all_values([input, weight, bias], |[input, weight, bias]| {
+        kernels::forward(shape, (input, weight, bias), activation)
     })
 }
 

@@ -14,7 +14,7 @@ use burn::tensor::Tensor;
 
 use super::kernels::{self, Shape, Trace};
 use super::with_weights;
-use crate::model::flex::{Tracked, flex_tensor, tracked, with_values};
+use crate::model::flex::{Tracked, flex_tensor, tracked, with_all_values, with_values};
 
 /// [`kernels::forward`] on tracked tensors; the output's gradient step is [`LstmLayer`].
 pub(super) fn forward(
@@ -88,19 +88,11 @@ impl Backward<Flex, 4> for LstmLayer {
         } = ops.state;
         let [input_weight, bias, recurrent_weight] = &weights;
         let want_inputs = sequence_node.is_some();
-        let computed = with_values(&hidden_grad, |hidden_grad| {
-            with_values(&hidden, |hidden| {
-                with_values(&sequence, |sequence| {
-                    with_weights([input_weight, bias, recurrent_weight], |weights| {
-                        kernels::backward(
-                            &shape,
-                            (sequence, weights),
-                            (hidden, &trace),
-                            hidden_grad,
-                            want_inputs,
-                        )
-                    })
-                })
+        let values = [&hidden_grad, &hidden, &sequence];
+        let computed = with_all_values(values, |[hidden_grad, hidden, sequence]| {
+            with_weights([input_weight, bias, recurrent_weight], |weights| {
+                let (inputs, states) = ((sequence, weights), (hidden, &*trace));
+                kernels::backward(&shape, inputs, states, hidden_grad, want_inputs)
             })
         });
         if let (Some(node), Some(values)) = (sequence_node, computed.inputs) {

@@ -31,7 +31,7 @@ use burn::nn::Linear;
 use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
 
-use super::flex::{flex_primitive, flex_tensor, on_flex, with_values};
+use super::flex::{flex_primitive, flex_tensor, on_flex, with_all_values, with_values};
 use kernels::Shape;
 
 /// The hidden state `[steps, batch, units]` after each step of `sequence`
@@ -68,19 +68,12 @@ pub fn lstm_layer(input: &Linear, recurrent: &Linear, sequence: Tensor<3>) -> Te
 }
 
 /// Runs `read` on the values of the input weight, the bias and the recurrent weight.
-fn with_weights<R>(
-    [input, bias, recurrent]: [&FlexTensor; 3],
-    read: impl FnOnce(kernels::Weights<'_>) -> R,
-) -> R {
-    with_values(input, |input| {
-        with_values(bias, |bias| {
-            with_values(recurrent, |recurrent| {
-                read(kernels::Weights {
-                    input,
-                    bias,
-                    recurrent,
-                })
-            })
+fn with_weights<R>(weights: [&FlexTensor; 3], read: impl FnOnce(kernels::Weights<'_>) -> R) -> R {
+    with_all_values(weights, |[input, bias, recurrent]| {
+        read(kernels::Weights {
+            input,
+            bias,
+            recurrent,
         })
     })
 }
