@@ -93,7 +93,10 @@ mod tests {
         let matrix = Tensor::<2>::from_floats([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], &device);
         let transposed = flex_primitive(matrix.clone().transpose());
         let matrix = flex_primitive(matrix);
-        assert!(transposed.as_slice::<f32>().is_none(), "the transpose is a view");
+        assert!(
+            transposed.as_slice::<f32>().is_none(),
+            "the transpose is a view"
+        );
         with_all_values([&matrix, &transposed], |[values, transposed]| {
             assert_eq!(values, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
             assert_eq!(transposed, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);

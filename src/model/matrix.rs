@@ -1,6 +1,7 @@
 //! Matrix products on plain `f32` slices, through the `gemm` library that burn-flex itself
-//! calls, for the operations fedsim writes for flex (`conv_pool`, `lstm_layer`): they run on
-//! the calling thread, without burn's tensors or their allocations around each product.
+//! calls, and column sums, for the operations fedsim writes for flex (`conv_pool`,
+//! `lstm_layer`, `dense_layer`): they run on the calling thread, without burn's tensors or
+//! their allocations around each product.
 
 /// A read-only matrix view: element `(r, c)` is `data[r * row_stride + c * column_stride]`.
 #[derive(Debug, Clone, Copy)]
@@ -70,6 +71,18 @@ pub(super) fn multiply(product: &mut [f32], lhs: Matrix<'_>, rhs: Matrix<'_>, ac
             gemm::Parallelism::None,
         );
     }
+}
+
+/// The sum of each column of the row-major `matrix` of `columns` columns, added up row after
+/// row from zero: a bias's gradient, in the order burn-flex sums it.
+pub(super) fn column_sums(matrix: &[f32], columns: usize) -> Vec<f32> {
+    let mut sums = vec![0.0; columns];
+    for row in matrix.chunks_exact(columns) {
+        for (sum, value) in sums.iter_mut().zip(row) {
+            *sum += value;
+        }
+    }
+    sums
 }
 
 /// Small, odd-sized values without structure, so that any misplaced index in a kernel's test

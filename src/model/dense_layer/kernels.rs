@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use crate::model::matrix::{Matrix, multiply};
+use crate::model::matrix::{Matrix, column_sums, multiply};
 
 /// A layer's sizes for one batch: `[rows, inputs] · [inputs, outputs]`.
 #[derive(Debug, Clone, Copy)]
@@ -109,12 +109,6 @@ pub fn backward(
             .collect(),
     };
     let grad_matrix = Matrix::row_major(&grad, rows, outputs);
-    let mut bias = vec![0.0; outputs];
-    for row in grad.chunks_exact(outputs) {
-        for (sum, grad) in bias.iter_mut().zip(row) {
-            *sum += grad;
-        }
-    }
     let mut weight_grad = vec![0.0; inputs * outputs];
     let input_matrix = Matrix::row_major(input, rows, inputs);
     multiply(
@@ -137,7 +131,7 @@ pub fn backward(
     Gradients {
         input: input_grad,
         weight: weight_grad,
-        bias,
+        bias: column_sums(&grad, outputs),
     }
 }
 

@@ -10,7 +10,7 @@
 
 use super::step_product::add_product;
 use super::vectors::{VectorWork, on_widest_vectors};
-use crate::model::matrix::{Matrix, multiply};
+use crate::model::matrix::{Matrix, column_sums, multiply};
 
 /// The size of one layer's run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +201,7 @@ fn parameter_grads(
     let mut grads = Gradients {
         inputs: None,
         input: vec![0.0; shape.inputs * gates_len],
-        bias: vec![0.0; gates_len],
+        bias: column_sums(gates_grad, gates_len),
         recurrent: vec![0.0; units * gates_len],
     };
     let inputs_t = Matrix::row_major(inputs, rows, shape.inputs).transposed();
@@ -214,11 +214,6 @@ fn parameter_grads(
         let earlier_t = Matrix::row_major(earlier, rows - shape.batch, units).transposed();
         let later_grads = Matrix::row_major(&gates_grad[later..], rows - shape.batch, gates_len);
         multiply(&mut grads.recurrent, earlier_t, later_grads, false);
-    }
-    for row in gates_grad.chunks_exact(gates_len) {
-        for (sum, grad) in grads.bias.iter_mut().zip(row) {
-            *sum += grad;
-        }
     }
     if want_inputs {
         let mut inputs_grad = vec![0.0; inputs.len()];
