@@ -652,12 +652,16 @@ mod tests {
             .skip(1)
         {
             let got_forward = forward(variant);
-            assert_eq!(bits(&got_forward), bits(&want_forward), "forward on {name}");
+            assert_eq!(
+                bits(&got_forward),
+                bits(&want_forward),
+                "forward on {name:?}"
+            );
             let got_backward = backward(variant, &want_forward);
             assert_eq!(
                 bits(&got_backward),
                 bits(&want_backward),
-                "backward on {name}"
+                "backward on {name:?}"
             );
         }
     }

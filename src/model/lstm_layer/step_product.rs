@@ -18,24 +18,26 @@
 //! between its own kernels.
 
 use super::super::matrix::{Matrix, multiply};
+use super::vectors::Width;
 
 /// `product += lhs · rhs`, row-major: `product` `[rows, columns]`, `lhs` `[rows, depth]`,
 /// `rhs` `[depth, columns]`, on the widest vector registers this CPU has.
 pub(super) fn add_product(product: &mut [f32], lhs: &[f32], rhs: &[f32], depth: usize) {
-    let operands = Operands::new(product, lhs, rhs, depth);
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") {
-            // SAFETY: this CPU has AVX-512F, just checked.
-            return unsafe { on_avx512(operands) };
-        }
-        if has!("avx2") && has!("fma") {
-            // SAFETY: this CPU has AVX2 and FMA, just checked.
-            return unsafe { on_avx2(operands) };
-        }
+    on_width(Width::widest(), Operands::new(product, lhs, rhs, depth));
+}
+
+/// The product on `width`, which [`Width`] found on this CPU.
+fn on_width(width: Width, operands: Operands<'_>) {
+    match width {
+        Width::Baseline => with_gemm(operands),
+        // SAFETY (both): `Width` gives these widths only where the CPU has them.
+        #[cfg(target_arch = "x86_64")]
+        Width::Avx2 => unsafe { on_avx2(operands) },
+        #[cfg(target_arch = "x86_64")]
+        Width::Avx512 => unsafe { on_avx512(operands) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("no wider registers off x86-64"),
     }
-    with_gemm(operands);
 }
 
 /// The product on 16-lane registers: blocks of 10 rows by two registers of columns, 20 of
@@ -309,26 +311,11 @@ mod x86 {
     );
 }
 
-/// A way to run the product, by name.
+/// The widths on which this CPU runs kernels of fedsim's own (not `gemm`).
 #[cfg(test)]
-type Width = (&'static str, fn(Operands<'_>));
-
-/// The kernels of fedsim's own that [`add_product`] may run on this CPU.
-#[cfg(test)]
-fn widths() -> Vec<Width> {
-    let mut widths: Vec<Width> = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx2") && has!("fma") {
-            // SAFETY: this CPU has AVX2 and FMA, just checked.
-            widths.push(("AVX2", |operands| unsafe { on_avx2(operands) }));
-        }
-        if has!("avx512f") {
-            // SAFETY: this CPU has AVX-512F, just checked.
-            widths.push(("AVX-512", |operands| unsafe { on_avx512(operands) }));
-        }
-    }
+fn kernel_widths() -> Vec<Width> {
+    let mut widths = Width::available();
+    widths.retain(|&width| width != Width::Baseline);
     widths
 }
 
@@ -372,20 +359,18 @@ mod tests {
     }
 
     #[test]
-    fn adds_the_product_to_what_is_there_on_this_cpu_and_through_gemm() {
-        let on_this_cpu: fn(Operands<'_>) =
-            |operands| add_product(operands.product, operands.lhs, operands.rhs, operands.depth);
+    fn adds_the_product_to_what_is_there_at_every_width_gemm_at_the_baseline_included() {
         for (rows, depth, columns) in SHAPES {
             let (lhs, rhs) = (values(rows * depth, 1), values(depth * columns, 2));
             let start = values(rows * columns, 3);
             let want = definition(&lhs, &rhs, depth);
-            for (name, run) in [("this CPU's", on_this_cpu), ("gemm's", with_gemm)] {
+            for width in Width::available() {
                 let mut product = start.clone();
-                run(Operands::new(&mut product, &lhs, &rhs, depth));
+                on_width(width, Operands::new(&mut product, &lhs, &rhs, depth));
                 for ((got, want), start) in product.iter().zip(&want).zip(&start) {
                     let want = want + f64::from(*start);
                     let error = (f64::from(*got) - want).abs();
-                    assert!(error < 1e-5 * depth as f64, "{name}: {got} vs {want}");
+                    assert!(error < 1e-5 * depth as f64, "{width:?}: {got} vs {want}");
                 }
             }
         }
@@ -398,10 +383,14 @@ mod tests {
             let (lhs, rhs) = (values(rows * depth, 4), values(depth * columns, 5));
             let start = values(rows * columns, 6);
             let want = bits(&chains(&start, &lhs, &rhs, depth));
-            for (name, run) in widths() {
+            for width in kernel_widths() {
                 let mut product = start.clone();
-                run(Operands::new(&mut product, &lhs, &rhs, depth));
-                assert_eq!(bits(&product), want, "{name}, {rows} x {depth} x {columns}");
+                on_width(width, Operands::new(&mut product, &lhs, &rhs, depth));
+                assert_eq!(
+                    bits(&product),
+                    want,
+                    "{width:?}, {rows} x {depth} x {columns}"
+                );
             }
         }
     }

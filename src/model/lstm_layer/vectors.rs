@@ -12,23 +12,75 @@ pub(super) trait VectorWork {
     fn run(self);
 }
 
+/// The vector registers that fedsim's loops are compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Width {
+    /// The target's baseline (SSE2 on x86-64).
+    Baseline,
+    /// AVX2 with FMA: 8 lanes.
+    Avx2,
+    /// AVX-512F: 16 lanes.
+    Avx512,
+}
+
+impl Width {
+    /// The widest this CPU has (the standard library keeps what the CPU answered).
+    #[inline(always)]
+    pub(super) fn widest() -> Self {
+        [Self::Avx512, Self::Avx2]
+            .into_iter()
+            .find(|width| width.on_this_cpu())
+            .unwrap_or(Self::Baseline)
+    }
+
+    /// Every width this CPU has, the baseline first.
+    #[cfg(test)]
+    pub(super) fn available() -> Vec<Self> {
+        [Self::Baseline, Self::Avx2, Self::Avx512]
+            .into_iter()
+            .filter(|width| width.on_this_cpu())
+            .collect()
+    }
+
+    /// Whether this CPU has the width's instructions.
+    #[inline(always)]
+    fn on_this_cpu(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            match self {
+                Self::Baseline => true,
+                Self::Avx2 => has!("avx2") && has!("fma"),
+                Self::Avx512 => has!("avx512f"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Self::Baseline
+        }
+    }
+}
+
 /// Runs `work` compiled for the widest vector registers this CPU has (AVX-512 or AVX2 with FMA
 /// on x86-64; the baseline's elsewhere).
 #[inline(always)]
 pub(super) fn on_widest_vectors(work: impl VectorWork) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: this CPU has AVX-512F, just checked.
-            return unsafe { with_avx512(work) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: this CPU has AVX2 and FMA, just checked.
-            return unsafe { with_avx2(work) };
-        }
+    on_vectors(Width::widest(), work);
+}
+
+/// Runs `work` compiled for `width`, which [`Width`] found on this CPU.
+#[inline(always)]
+fn on_vectors(width: Width, work: impl VectorWork) {
+    match width {
+        Width::Baseline => work.run(),
+        // SAFETY (both): `Width` gives these widths only where the CPU has them.
+        #[cfg(target_arch = "x86_64")]
+        Width::Avx2 => unsafe { with_avx2(work) },
+        #[cfg(target_arch = "x86_64")]
+        Width::Avx512 => unsafe { with_avx512(work) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("no wider registers off x86-64"),
     }
-    work.run();
 }
 
 /// `work`, compiled with AVX-512F (and the FMA it implies).
@@ -47,23 +99,20 @@ unsafe fn with_avx2(work: impl VectorWork) {
 
 /// A way to run vector work, by name.
 #[cfg(test)]
-pub(super) type Width<W> = (&'static str, fn(W));
+pub(super) type Named<W> = (Width, fn(W));
 
 /// Every way [`on_widest_vectors`] may run vector work on this CPU, the baseline first.
 #[cfg(test)]
-pub(super) fn vector_widths<W: VectorWork>() -> Vec<Width<W>> {
-    let mut widths: Vec<Width<W>> = vec![("baseline", |work: W| work.run())];
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx2") && has!("fma") {
-            // SAFETY: this CPU has AVX2 and FMA, just checked.
-            widths.push(("AVX2", |work: W| unsafe { with_avx2(work) }));
-        }
-        if has!("avx512f") {
-            // SAFETY: this CPU has AVX-512F, just checked.
-            widths.push(("AVX-512", |work: W| unsafe { with_avx512(work) }));
-        }
-    }
-    widths
+pub(super) fn vector_widths<W: VectorWork>() -> Vec<Named<W>> {
+    Width::available()
+        .into_iter()
+        .map(|width| {
+            let run: fn(W) = match width {
+                Width::Baseline => |work: W| on_vectors(Width::Baseline, work),
+                Width::Avx2 => |work: W| on_vectors(Width::Avx2, work),
+                Width::Avx512 => |work: W| on_vectors(Width::Avx512, work),
+            };
+            (width, run)
+        })
+        .collect()
 }
