@@ -14,8 +14,9 @@ use crate::data::partition::{Partition, PartitionError, PartitionStats};
 use crate::data::{ClientSplit, DataFile, Dataset, SplitInput, TrainTest};
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
+use crate::output::claim::{self, Claim, FolderKind, Found};
 use crate::output::manifest::{PluginUse, Resume};
-use crate::output::run_folder::{FolderError, Saved};
+use crate::output::run_folder::{CHECKPOINT, FolderError, Saved, claim_to_continue};
 use crate::output::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
 use crate::registry::{
     self, AlgorithmChoice, DataChoice, ModelChoice, Origin, PartitionChoice, Registry,
@@ -33,6 +34,12 @@ use crate::training::{InjectedFaults, Trainer, TrainerSetup};
 
 /// The run folder's manifest file.
 const MANIFEST: &str = "manifest.json";
+
+/// The run folder's resolved experiment.
+const CONFIG: &str = "config.json";
+
+/// The run folder's record of which client holds which samples.
+const PARTITION: &str = "partition.json";
 
 /// An experiment with its data loaded and partitioned, ready to run.
 pub struct Experiment {
@@ -222,9 +229,9 @@ impl Experiment {
         spread: Spread<'_>,
     ) -> Result<RunResult, Error> {
         let config = &self.config;
-        folder.write_json("config.json", config)?;
+        folder.write_json(CONFIG, config)?;
         let partition = self.partition.to_json();
-        folder.write_atomically("partition.json", partition.as_bytes())?;
+        folder.write_atomically(PARTITION, partition.as_bytes())?;
         folder.write_json("partition_stats.json", &self.partition_stats())?;
         let partition_sha256 = sha256_hex(partition.as_bytes());
         let manifest = Manifest {
@@ -279,6 +286,28 @@ impl Experiment {
         let trainer = self.trainer(&states, stop)?;
         let ignore_rounds = |_| Ok::<_, Error>(());
         topology::run_over(plan, Arc::new(trainer), spread.connector, ignore_rounds)??;
+        Ok(())
+    }
+
+    /// Writes `partition.json` again from the run's own split (whose SHA-256 is `digest`, as
+    /// the checkpoint says) if it was edited or removed since the run wrote it, and says so: the
+    /// finished folder then holds the partition its manifest names.
+    fn restore_partition(&self, folder: &RunFolder, digest: &str) -> Result<(), Error> {
+        let path = folder.dir().join(PARTITION);
+        let written = std::fs::read(&path).ok();
+        if written.as_deref().map(sha256_hex).as_deref() == Some(digest) {
+            return Ok(());
+        }
+        folder.write_atomically(PARTITION, self.partition.to_json().as_bytes())?;
+        let what = if written.is_some() {
+            "was changed"
+        } else {
+            "was missing"
+        };
+        eprintln!(
+            "note: {} {what}; written again from the run's own split",
+            path.display()
+        );
         Ok(())
     }
 
@@ -538,18 +567,21 @@ pub struct Resumable {
     saved: Saved,
     manifest: Manifest,
     strategy: ServerHalf,
+    /// Held from opening to the end: no other process writes the folder meanwhile.
+    claim: Claim,
 }
 
 impl Resumable {
-    /// Opens the run in `dir` without changing it, its components looked up in `registry`. It
-    /// must hold a checkpoint that fits its experiment, its `config.json` must be the config
-    /// the run started with, and the data files must be the ones it read, so that they split
-    /// into the same partition.
+    /// Claims the run folder `dir` and opens its run without changing it, its components
+    /// looked up in `registry`. It must hold a checkpoint that fits its experiment, its
+    /// `config.json` must be the config the run started with, and the data files must be the
+    /// ones it read, so that they split into the same partition.
     pub fn open(dir: &Path, registry: &Registry) -> Result<Self, Error> {
+        let claim = claim_to_continue(dir)?;
         let saved = Saved::read(dir)?;
         let not_resumable = |reason: String| FolderError::not_resumable(dir, reason);
-        let config_path = dir.join("config.json");
-        let written: serde_json::Value = read_json(dir, "config.json").map_err(not_resumable)?;
+        let config_path = dir.join(CONFIG);
+        let written: serde_json::Value = read_json(dir, CONFIG).map_err(not_resumable)?;
         let manifest: Manifest = read_json(dir, MANIFEST).map_err(not_resumable)?;
         let state = &saved.state;
         let edits = differences(&state.config, &written, "");
@@ -619,6 +651,7 @@ impl Resumable {
             saved,
             manifest,
             strategy,
+            claim,
         })
     }
 
@@ -656,7 +689,9 @@ impl Resumable {
         if self.is_finished() {
             return Ok(None);
         }
-        let mut folder = self.saved.reopen()?;
+        let mut folder = self.saved.reopen(self.claim)?;
+        let digest = &self.saved.state.partition_sha256;
+        self.experiment.restore_partition(&folder, digest)?;
         self.manifest.resumed.push(Resume {
             after_round: self.saved.state.round,
             environment: Environment::current(),
@@ -700,9 +735,30 @@ impl Run {
         })
     }
 
-    /// The run in `dir`, to continue (see [`Resumable::open`]).
+    /// The run in `dir`, to continue (see [`Resumable::open`]). A run folder without a
+    /// checkpoint holds a run stopped before its first one, which finished no round: the run
+    /// starts again from round 0, with the settings its `config.json` holds.
     pub fn resume(dir: &Path, registry: &Registry) -> Result<Self, Error> {
-        Ok(Run::Resumed(Box::new(Resumable::open(dir, registry)?)))
+        let unstarted = matches!(claim::inspect(dir)?, Found::Fedsim(FolderKind::Run))
+            && !dir.join(CHECKPOINT).exists();
+        if !unstarted {
+            return Ok(Run::Resumed(Box::new(Resumable::open(dir, registry)?)));
+        }
+        let config_path = dir.join(CONFIG);
+        if !config_path.exists() {
+            return Err(FolderError::not_resumable(
+                dir,
+                format!(
+                    "it was stopped before it wrote its settings ({CONFIG}) and finished no round; start it again with: fedsim run EXPERIMENT --out {}",
+                    dir.display()
+                ),
+            )
+            .into());
+        }
+        let written =
+            read_json(dir, CONFIG).map_err(|reason| FolderError::not_resumable(dir, reason))?;
+        let config = ExperimentConfig::from_value(written, &config_path, registry)?;
+        Run::new(Experiment::prepare(config, registry)?, dir)
     }
 
     /// The experiment played.

@@ -127,7 +127,6 @@ pub enum Error {
 impl Error {
     /// Whether the user's input (config, flags, data files) is at fault, rather than the run.
     pub fn is_bad_input(&self) -> bool {
-        use output::run_folder::FolderError;
         match self {
             Error::Config(_)
             | Error::Data(_)
@@ -135,8 +134,12 @@ impl Error {
             | Error::Partition(_)
             | Error::Placement(_)
             | Error::Sweep(_) => true,
-            Error::Folder(error) => !matches!(error, FolderError::Write(_)),
-            Error::Report(error) => !matches!(error, report::ReportError::Write(_)),
+            Error::Folder(error) => error.is_bad_input(),
+            Error::Report(error) => !matches!(
+                error,
+                report::ReportError::Write(_)
+                    | report::ReportError::Folder(output::claim::ClaimError::Write(_))
+            ),
             _ => false,
         }
     }

@@ -31,8 +31,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::config::strict_json;
 use crate::config::{ConfigError, ExperimentConfig, Override};
-use crate::output::run_folder::{CHECKPOINT, Failure, Saved};
+use crate::output::claim::{self, Claim, FolderKind, Found, Hold};
+use crate::output::run_folder::{CHECKPOINT, Failure, FolderError, Saved};
 use crate::output::{Progress, say};
 use crate::registry::Registry;
 use crate::stop::StopSignal;
@@ -87,6 +89,8 @@ pub struct Sweep {
     pub runs: Vec<SweepRun>,
     /// The test accuracy whose first round and simulated time its report gives.
     pub target_accuracy: Option<f64>,
+    /// The slice it is cut to, if it is one of several processes playing a sweep.
+    pub shard: Option<Shard>,
 }
 
 /// Why a sweep file cannot be used.
@@ -108,12 +112,6 @@ pub enum SweepError {
         /// The fields that differ, with their values now and before.
         fields: Vec<String>,
     },
-    /// A run's folder exists but holds no run the sweep can continue.
-    #[error("{} exists but holds no fedsim run to continue; move it away or choose another --out", folder.display())]
-    NotARun {
-        /// The folder.
-        folder: PathBuf,
-    },
     /// Some runs' experiments are invalid.
     #[error("sweep file {}: {} of its runs are invalid:\n{}", path.display(), problems.len(), problems.join("\n"))]
     InvalidRuns {
@@ -132,16 +130,18 @@ impl Sweep {
             path: path.to_path_buf(),
             reason,
         };
-        let text = fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
-        let file: SweepFile = serde_json::from_str(&text).map_err(|e| file_error(e.to_string()))?;
+        let bytes = fs::read(path).map_err(|e| file_error(e.to_string()))?;
+        let text = strict_json::text(bytes).map_err(file_error)?;
+        let value = strict_json::parse(&text).map_err(|e| file_error(e.to_string()))?;
+        let file: SweepFile =
+            serde_path_to_error::deserialize(value).map_err(|e| file_error(field_error(&e)))?;
         let (base, base_path) = match &file.base {
             Value::String(relative) => {
                 let base_path = path.parent().unwrap_or(Path::new(".")).join(relative);
                 let text = fs::read_to_string(&base_path)
                     .map_err(|e| file_error(format!("base {}: {e}", base_path.display())))?;
-                let base: Value = serde_json::from_str(&text).map_err(|e| {
-                    file_error(format!("base {} is not JSON: {e}", base_path.display()))
-                })?;
+                let base = strict_json::parse(&text)
+                    .map_err(|e| file_error(format!("base {}: {e}", base_path.display())))?;
                 (base, base_path)
             }
             Value::Object(_) => (file.base.clone(), path.to_path_buf()),
@@ -190,6 +190,7 @@ impl Sweep {
                 name: file.name,
                 runs,
                 target_accuracy: file.target_accuracy,
+                shard: None,
             })
         } else {
             Err(SweepError::InvalidRuns {
@@ -240,7 +241,7 @@ impl std::fmt::Display for Shard {
 }
 
 /// What a sweep folder already holds of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FolderState {
     /// Nothing: the run starts.
     New,
@@ -248,6 +249,17 @@ pub enum FolderState {
     Partial,
     /// A finished run: skipped.
     Finished,
+    /// A finished run of the same settings in another folder of the sweep (named here), left
+    /// by an earlier sweep into the folder: not played again, for it would give the same
+    /// model, and a report would count one experiment twice.
+    Held(String),
+}
+
+impl FolderState {
+    /// Whether the run is to be played (started or resumed).
+    pub fn to_play(&self) -> bool {
+        matches!(self, FolderState::New | FolderState::Partial)
+    }
 }
 
 /// How a sweep ended.
@@ -266,18 +278,34 @@ pub struct SweepOutcome {
 impl Sweep {
     /// The sweep cut down to the runs of `shard`, which keep their names and folders.
     pub fn shard(mut self, shard: Shard) -> Sweep {
+        self.shard = Some(shard);
         let mut position = 0..;
         self.runs
             .retain(|_| shard.holds(position.next().expect("an endless range")));
         self
     }
 
-    /// What `dir` holds of each run. A folder left by a run killed before its first round is
-    /// cleared; a folder whose run has other settings than the sweep now gives it is refused.
+    /// What `dir` holds of each run, read without changing anything. A folder left by a run
+    /// stopped before its first checkpoint holds no finished round: the run starts again. A
+    /// sweep folder or run folder holding files fedsim did not write, or a run with other
+    /// settings than the sweep now gives it, is refused.
     pub fn states(&self, dir: &Path) -> Result<Vec<FolderState>, Error> {
+        claim::check(dir, FolderKind::Sweep, &[]).map_err(FolderError::from)?;
+        let finished = finished_runs(dir)?;
         self.runs
             .iter()
-            .map(|run| run_state(&dir.join(&run.name), &run.config))
+            .map(|run| {
+                let state = run_state(&dir.join(&run.name), &run.config)?;
+                let now = serde_json::to_value(&run.config).expect("a config always serialises");
+                let held = finished
+                    .iter()
+                    .find(|(_, config)| same_experiment(config, &now))
+                    .map(|(name, _)| FolderState::Held(name.clone()));
+                Ok(match state {
+                    FolderState::New => held.unwrap_or(FolderState::New),
+                    other => other,
+                })
+            })
             .collect()
     }
 
@@ -295,13 +323,19 @@ impl Sweep {
         stop: &StopSignal,
     ) -> Result<SweepOutcome, Error> {
         let states = self.states(dir)?;
+        // The slices of a sharded sweep share its folder, each playing runs of its own.
+        let hold = match self.shard {
+            Some(_) => Hold::Shared,
+            None => Hold::Alone,
+        };
+        let _claim = Claim::take(dir, FolderKind::Sweep, &[], hold).map_err(FolderError::from)?;
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let workers = (cores / jobs.max(1)).max(1);
         let todo: VecDeque<(&SweepRun, FolderState)> = self
             .runs
             .iter()
             .zip(states)
-            .filter(|(_, state)| *state != FolderState::Finished)
+            .filter(|(_, state)| state.to_play())
             .collect();
         let outcome = Mutex::new(SweepOutcome {
             skipped: self.runs.len() - todo.len(),
@@ -388,12 +422,45 @@ fn sweep_bar(runs: usize, plain: bool) -> Option<ProgressBar> {
     Some(ProgressBar::new(runs as u64).with_style(style))
 }
 
+/// The finished runs in the sweep folder `dir`, as their folder names and the configs their
+/// checkpoints hold.
+fn finished_runs(dir: &Path) -> Result<Vec<(String, Value)>, Error> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut finished = Vec::new();
+    for folder in entries.filter_map(|entry| entry.ok().map(|e| e.path())) {
+        let is_run = matches!(claim::inspect(&folder)?, Found::Fedsim(FolderKind::Run));
+        if !is_run || !folder.join(CHECKPOINT).exists() {
+            continue;
+        }
+        let saved = Saved::read(&folder)?;
+        let rounds = saved.state.config.pointer("/federation/rounds");
+        if rounds.and_then(Value::as_u64) == Some(u64::from(saved.state.round)) {
+            let name = folder.file_name().unwrap_or_default().to_string_lossy();
+            finished.push((name.into_owned(), saved.state.config));
+        }
+    }
+    finished.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(finished)
+}
+
+/// Whether two resolved configs are one experiment: equal but for their names and the fields
+/// that do not change results.
+fn same_experiment(before: &Value, now: &Value) -> bool {
+    let (mut before, mut now) = (before.clone(), now.clone());
+    for config in [&mut before, &mut now] {
+        if let Some(config) = config.as_object_mut() {
+            config.remove("name");
+        }
+    }
+    changed_fields(&before, &now).is_empty()
+}
+
 /// What the run folder `folder` holds of the run with `config`.
 fn run_state(folder: &Path, config: &ExperimentConfig) -> Result<FolderState, Error> {
-    if !folder.join(CHECKPOINT).exists() {
-        if folder.exists() {
-            clear_unstarted(folder)?;
-        }
+    let found = claim::check(folder, FolderKind::Run, &[]).map_err(FolderError::from)?;
+    if !matches!(found, Found::Fedsim(_)) || !folder.join(CHECKPOINT).exists() {
         return Ok(FolderState::New);
     }
     // The checkpoint alone says whether the run is finished and with which settings; the
@@ -415,43 +482,6 @@ fn run_state(folder: &Path, config: &ExperimentConfig) -> Result<FolderState, Er
     })
 }
 
-/// Removes `folder`, left by a run killed or failed before its first checkpoint (it played no
-/// round), so that the run starts again. A folder holding anything else is not the sweep's to
-/// remove.
-fn clear_unstarted(folder: &Path) -> Result<(), Error> {
-    const STARTING: [&str; 6] = [
-        "metrics.jsonl",
-        "config.json",
-        "partition.json",
-        "manifest.json",
-        "attackers.json",
-        Failure::FILE,
-    ];
-    let io = |source| crate::output::run_folder::WriteError {
-        path: folder.to_path_buf(),
-        source,
-    };
-    let entries: Vec<String> = fs::read_dir(folder)
-        .map_err(io)?
-        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
-        .collect::<Result<_, _>>()
-        .map_err(io)?;
-    let unplayed = match fs::metadata(folder.join("metrics.jsonl")) {
-        Ok(metrics) => metrics.len() == 0,
-        // A run that failed before its folder was written keeps only its failure.
-        Err(_) => entries == [Failure::FILE],
-    };
-    if unplayed && entries.iter().all(|name| STARTING.contains(&name.as_str())) {
-        fs::remove_dir_all(folder).map_err(io)?;
-        Ok(())
-    } else {
-        Err(SweepError::NotARun {
-            folder: folder.to_path_buf(),
-        }
-        .into())
-    }
-}
-
 /// Plays one run in `folder` (new, or resumed), with `workers` training threads for a new run;
 /// returns its final test accuracy.
 fn play(
@@ -465,7 +495,7 @@ fn play(
     let playing = match state {
         FolderState::Partial => Run::resume(folder, registry)?,
         // A new run: finished ones are never played.
-        FolderState::New | FolderState::Finished => {
+        FolderState::New | FolderState::Finished | FolderState::Held(_) => {
             let mut config = run.config.clone();
             config.federation.num_parallels = workers;
             Run::new(Experiment::prepare(config, registry)?, folder)?
@@ -473,6 +503,16 @@ fn play(
     };
     let result = playing.play(&Progress::Silent, stop)?;
     Ok(result.map_or(f64::NAN, |r| r.summary.final_accuracy))
+}
+
+/// What is wrong with a sweep file's field: its path, and for a misspelt field name the valid
+/// name nearest to it.
+fn field_error(error: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let message = crate::config::explain(&error.inner().to_string());
+    match error.path().to_string().as_str() {
+        "." => message,
+        path => format!("{path}: {message}"),
+    }
 }
 
 /// Every run of `file` as its folder name and its overrides (field path, JSON value): each

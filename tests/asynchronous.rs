@@ -195,6 +195,8 @@ fn a_stopped_asynchronous_run_resumes_to_the_bits_of_one_that_never_stopped() {
             Err(Error::Stopped { .. }) => {}
             Err(error) => panic!("{error}"),
         }
+        // The folder is held while its `RunFolder` lives, as a second process would find it.
+        drop(folder);
         let resumed = Resumable::open(&stopped, &registry).unwrap();
         assert!((4..10).contains(&resumed.rounds_done()));
         resumed

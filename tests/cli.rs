@@ -11,6 +11,7 @@ use std::process::Output;
 use common::{experiment, fedsim, root};
 use flate2::Compression;
 use flate2::write::GzEncoder;
+use serde_json::json;
 
 const MNIST_FILES: [&str; 4] = [
     "train-images-idx3-ubyte",
@@ -227,6 +228,11 @@ fn an_invalid_set_override_is_named_instead_of_the_file() {
         ],
     );
     assert!(!stderr.contains("mnist-t1.json"), "{stderr}");
+    // An unknown field a --set makes, at the top or further down, is the --set's too.
+    for set in ["lrr=5", "client.lrr=5"] {
+        let stderr = assert_bad_input(&partition_with(set), &[&format!("invalid --set {set}:")]);
+        assert!(!stderr.contains("invalid experiment file"), "{stderr}");
+    }
 }
 
 #[test]
@@ -387,6 +393,136 @@ fn corrupt_gzip_is_reported() {
     let config = config_for_data(dir.path(), &data);
     let expected = ["train-labels-idx1-ubyte.gz", "cannot be decompressed"];
     assert_rejected(&config, &expected);
+}
+
+#[test]
+fn a_raw_idx_file_beside_a_different_gzipped_one_is_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let labels = labels_file(10_000);
+    let data = data_dir_with(dir.path(), "t10k-labels-idx1-ubyte", &labels, true);
+    let mut other = labels.clone();
+    other[8..].iter_mut().for_each(|label| *label = 9 - *label);
+    fs::write(data.join("t10k-labels-idx1-ubyte"), &other).unwrap();
+    let config = config_for_data(dir.path(), &data);
+    let expected = [
+        "t10k-labels-idx1-ubyte and",
+        "t10k-labels-idx1-ubyte.gz both exist and hold different data",
+    ];
+    assert_rejected(&config, &expected);
+    // The same data twice is no ambiguity.
+    fs::write(data.join("t10k-labels-idx1-ubyte"), &labels).unwrap();
+    let out = dir.path().join("same");
+    common::run_ok(&config, &out, &["federation.rounds=1"]);
+}
+
+#[test]
+fn a_key_given_twice_is_refused_naming_it_in_files_and_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("experiment.json");
+    let text = fs::read_to_string(experiment("mnist-t1")).unwrap();
+    let twice = text.replace("\"lr\": 0.05", "\"lr\": 0.05,\n \"lr\": 500");
+    assert_ne!(text, twice);
+    fs::write(&path, twice).unwrap();
+    assert_rejected(&path, &["experiment.json", "client.lr: given twice (line"]);
+    let seed_twice = text.replacen("\"seed\": 1,", "\"seed\": 1, \"seed\": 2,", 1);
+    fs::write(&path, seed_twice).unwrap();
+    assert_rejected(&path, &["seed: given twice"]);
+    let output = partition_with(r#"client={"lr": 0.1, "lr": 5}"#);
+    assert_bad_input(&output, &["--set", "client.lr: given twice"]);
+    let sweep = dir.path().join("sweep.json");
+    let base = experiment("mnist-t1");
+    fs::write(
+        &sweep,
+        format!(
+            r#"{{"name": "s", "base": {:?}, "grid": {{"seed": [1], "seed": [2]}}}}"#,
+            base.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let output = fedsim(&["sweep", sweep.to_str().unwrap(), "--dry-run"]);
+    assert_bad_input(&output, &["sweep.json", "grid.seed: given twice"]);
+}
+
+#[test]
+fn a_bad_compute_speed_names_its_field_not_a_debug_form() {
+    for (compute, field) in [
+        (
+            json!({"kind": "fixed", "samples_per_second": 0.0}),
+            "network.compute.samples_per_second: is 0",
+        ),
+        (
+            json!({"kind": "uniform", "min": 5.0, "max": 1.0}),
+            "network.compute.max: is 1; must be at least min, 5",
+        ),
+        (
+            json!({"kind": "lognormal", "median": 100.0, "sigma": -1.0}),
+            "network.compute.sigma: is -1",
+        ),
+    ] {
+        let stderr = {
+            let dir = tempfile::tempdir().unwrap();
+            let config = config_with(dir.path(), |v| v["network"] = json!({"compute": compute}));
+            assert_rejected(&config, &[field])
+        };
+        assert!(
+            !stderr.contains("Fixed {") && !stderr.contains("Uniform {"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn files_that_are_not_one_utf8_json_object_say_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("experiment.json");
+    fs::write(&path, "[1, 2]").unwrap();
+    let said = assert_rejected(
+        &path,
+        &[
+            "experiment.json",
+            "is an array; an experiment is one JSON object",
+        ],
+    );
+    assert!(!said.contains("expected a string"), "{said}");
+    fs::write(&path, b"{\"name\": \"caf\xE9\"}").unwrap();
+    let said = assert_rejected(&path, &["is not UTF-8 text: byte 13 (line 1) is 0xe9"]);
+    assert!(!said.contains("looked for in folder"), "{said}");
+    // A byte-order mark is ignored, as JSON allows.
+    let text = fs::read(experiment("mnist-t1")).unwrap();
+    fs::write(&path, [b"\xEF\xBB\xBF".as_slice(), &text].concat()).unwrap();
+    let out = dir.path().join("bom");
+    common::run_ok(&path, &out, &["federation.rounds=1"]);
+}
+
+#[test]
+fn a_file_of_many_bad_entries_lists_fifty_and_a_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("experiment.json");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(experiment("mnist-t1")).unwrap()).unwrap();
+    value["network"] = json!({"client_overrides": (0..500)
+        .map(|i| json!({"clients": [100_000 + i]}))
+        .collect::<Vec<_>>()});
+    fs::write(&path, value.to_string()).unwrap();
+    let said = assert_rejected(&path, &["… and 450 more problems of the same file"]);
+    assert_eq!(said.matches("client_overrides[").count(), 50, "{said}");
+}
+
+#[test]
+fn a_misspelt_sweep_field_gets_the_nearest_valid_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = dir.path().join("sweep.json");
+    let base = experiment("mnist-t1");
+    fs::write(
+        &sweep,
+        format!(
+            r#"{{"name": "s", "base": {:?}, "gird": {{"seed": [1]}}}}"#,
+            base.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let output = fedsim(&["sweep", sweep.to_str().unwrap(), "--dry-run"]);
+    assert_bad_input(&output, &["sweep.json", "gird", "did you mean \"grid\"?"]);
 }
 
 #[test]

@@ -458,6 +458,22 @@ fn bad_numpy_arrays_are_named_with_what_was_expected() {
     let mut missing = mnist_arrays(as_bytes);
     missing.pop();
     rejected(missing, "mlp", &["y_test.npy is missing"]);
+    // NaN and infinite features are refused at load, not found as a diverged run.
+    for bad in [f32::NAN, f32::INFINITY] {
+        let with_bad = |pixels: &[u8], n: u64| {
+            let mut values: Vec<f32> = pixels.iter().map(|&p| f32::from(p) / 255.0).collect();
+            values[2 * 784 + 5] = bad;
+            npy(&[n, 784], values)
+        };
+        rejected(
+            mnist_arrays(with_bad),
+            "mlp",
+            &[
+                "bad.npz",
+                &format!("holds {bad} in training sample 2, feature 5"),
+            ],
+        );
+    }
     let rows = |pixels: &[u8], n: u64| npy(&[n, 784], pixels.iter().copied());
     rejected(
         mnist_arrays(rows),
@@ -704,6 +720,18 @@ fn a_bad_leaf_file_is_named_with_the_user_and_sample() {
         stderr.contains(
             "all_data_0.json user \"f0001_00\", sample 0: y is 62; FEMNIST classes are 0 to 61"
         ),
+        "{stderr}"
+    );
+    // A user listed twice is named as such, not as missing from user_data.
+    let mut twice: Value = serde_json::from_str(&text).unwrap();
+    let first = twice["users"][0].clone();
+    twice["users"].as_array_mut().unwrap().push(first);
+    let count = twice["num_samples"][0].clone();
+    twice["num_samples"].as_array_mut().unwrap().push(count);
+    fs::write(&train, twice.to_string()).unwrap();
+    let stderr = fails_with(&["run", copy.to_str().unwrap()], 2);
+    assert!(
+        stderr.contains("all_data_0.json lists user \"f0000_00\" twice in users"),
         "{stderr}"
     );
     // A file cut short names its line and column.

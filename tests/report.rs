@@ -38,9 +38,10 @@ fn record(round: u32, accuracy: f64, sim_time_s: f64, bytes_up: u64, worst: Opti
     record
 }
 
-/// Writes a run folder: `config.json` and one `metrics.jsonl` line per record.
+/// Writes a run folder: fedsim's marker, `config.json` and one `metrics.jsonl` line per record.
 fn write_run(dir: &Path, config: &Value, records: &[Value]) {
     fs::create_dir_all(dir).unwrap();
+    fs::write(dir.join(".fedsim"), "fedsim run folder\n").unwrap();
     fs::write(dir.join("config.json"), config.to_string()).unwrap();
     let lines: Vec<String> = records.iter().map(Value::to_string).collect();
     fs::write(dir.join("metrics.jsonl"), lines.join("\n") + "\n").unwrap();
@@ -311,6 +312,95 @@ fn folders_without_finished_runs_or_with_bad_records_are_refused_by_name() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr.contains("fraction in (0, 1]"), "{stderr}");
+}
+
+#[test]
+fn records_out_of_order_repeated_or_out_of_range_are_refused_by_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(&["federation.rounds=3"]);
+    let refused = |name: &str, records: &[Value], expected: &str| {
+        let run = dir.path().join(name);
+        write_run(&run, &config, records);
+        let output = fedsim(&["report", run.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        assert!(!run.join("report.html").exists(), "{name}");
+    };
+    let round = |r, accuracy| record(r, accuracy, f64::from(r), 2000, None);
+    refused(
+        "repeated",
+        &[round(1, 0.5), round(2, 0.6), round(2, 0.6)],
+        "metrics.jsonl line 3: is round 2; expected round 3",
+    );
+    refused(
+        "shuffled",
+        &[round(1, 0.5), round(3, 0.6), round(2, 0.6)],
+        "metrics.jsonl line 2: is round 3; expected round 2",
+    );
+    refused(
+        "too-accurate",
+        &[round(1, 0.5), round(2, 2.8775), round(3, 0.6)],
+        "line 2: test_accuracy is 2.8775; an accuracy is a fraction in [0, 1]",
+    );
+    let mut negative = round(1, 0.5);
+    negative["test_loss"] = json!(-1.0);
+    refused(
+        "negative-loss",
+        &[negative, round(2, 0.6), round(3, 0.7)],
+        "line 1: test_loss is -1",
+    );
+}
+
+#[test]
+fn two_folders_of_one_run_count_as_one_sample_and_differing_twins_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let rounds = [
+        record(1, 0.5, 1.0, 2000, None),
+        record(2, 0.7, 2.0, 2000, None),
+    ];
+    let config_of = |seed: u32| config(&["federation.rounds=2", &format!("seed={seed}")]);
+    for (name, seed) in [("a-seed-1", 1), ("a-seed-2", 2), ("b-seed-1", 1)] {
+        let run = runs.join(name);
+        write_run(&run, &config_of(seed), &rounds);
+        fs::write(run.join("model.f32"), [seed as u8; 8]).unwrap();
+    }
+    let out = dir.path().join("report");
+    let output = fedsim(&[
+        "report",
+        runs.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("b-seed-1: the same configuration and seed as")
+            && stdout.contains("counted once"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("report of 2 runs in 1 configurations"),
+        "{stdout}"
+    );
+    let rows = read_csv(&out.join("summary.csv"));
+    assert_eq!(rows.len(), 1);
+    // A twin whose model differs is not the run its config says: refused.
+    fs::write(runs.join("b-seed-1/model.f32"), [9u8; 8]).unwrap();
+    let output = fedsim(&[
+        "report",
+        runs.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("yet their models differ"), "{stderr}");
 }
 
 #[test]

@@ -189,7 +189,14 @@ fn a_folder_without_a_run_cannot_be_resumed() {
     let dir = tempfile::tempdir().unwrap();
     let stderr = refused_resume(dir.path());
     assert!(stderr.contains("cannot resume"), "{stderr}");
-    assert!(stderr.contains("checkpoint.fedsim"), "{stderr}");
+    assert!(stderr.contains("the folder is empty"), "{stderr}");
+    fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let stderr = refused_resume(dir.path());
+    assert!(
+        stderr.contains("fedsim did not write (notes.txt"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join(".fedsim").exists());
 }
 
 #[test]

@@ -275,7 +275,7 @@ fn a_sweep_whose_runs_changed_or_are_invalid_is_refused_before_anything_runs() {
     let refused = sweep(&file, &other, &[]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("holds no fedsim run"), "{stderr}");
+    assert!(stderr.contains("fedsim did not write"), "{stderr}");
     assert!(
         other
             .join("fedavg_rounds-2_seed-1")
@@ -348,4 +348,49 @@ fn a_sweep_with_failed_runs_reports_the_finished_ones_lists_the_failed_and_exits
     let stdout = String::from_utf8_lossy(&report.stdout);
     assert!(report.status.success(), "{report:?}");
     assert_eq!(stdout.matches("failed: ").count(), 2, "{stdout}");
+}
+
+#[test]
+fn a_rerun_with_a_wider_grid_does_not_retrain_runs_it_holds_under_other_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = experiment("breast-cancer");
+    let file = dir.path().join("sweep.json");
+    let write = |grid: &str| {
+        let text = format!(
+            r#"{{"name": "lr", "base": {:?}, "grid": {{{grid}, "federation.rounds": [4]}}}}"#,
+            base.to_str().unwrap()
+        );
+        fs::write(&file, text).unwrap();
+    };
+    let out = dir.path().join("out");
+    write(r#""seed": [1, 2]"#);
+    let first = sweep(&file, &out, &[]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let before = folders(&out);
+    assert_eq!(before.len(), 2, "{before:?}");
+    // The base's own learning rate, 0.05, is what the first sweep ran.
+    write(r#""seed": [1, 2], "client.lr": [0.05, 0.2]"#);
+    let listed = sweep(&file, &out, &["--dry-run"]);
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listing.matches("(finished, as ").count(), 2, "{listing}");
+    assert_eq!(listing.matches("(new)").count(), 2, "{listing}");
+    let second = sweep(&file, &out, &[]);
+    let said = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(said.contains("2 runs played, 2 finished before"), "{said}");
+    assert!(
+        said.contains("report of 4 runs in 2 configurations"),
+        "{said}"
+    );
+    let after = folders(&out);
+    assert_eq!(after.len(), 4, "{after:?}");
+    assert!(before.iter().all(|name| after.contains(name)));
 }

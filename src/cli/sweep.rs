@@ -29,9 +29,10 @@ pub(super) fn sweep(
         let states = sweep.states(&dir).map_err(|e| (e, None))?;
         for (run, state) in sweep.runs.iter().zip(states) {
             let state = match state {
-                FolderState::New => "new",
-                FolderState::Partial => "resumes",
-                FolderState::Finished => "finished",
+                FolderState::New => "new".to_string(),
+                FolderState::Partial => "resumes".to_string(),
+                FolderState::Finished => "finished".to_string(),
+                FolderState::Held(holder) => format!("finished, as {holder}"),
             };
             say(format_args!(
                 "{} ({state}): {}",
@@ -95,7 +96,17 @@ pub(super) fn sweep(
     let options = ReportOptions {
         target: sweep.target_accuracy,
     };
-    let in_sweep_order: Vec<PathBuf> = sweep.runs.iter().map(|run| dir.join(&run.name)).collect();
+    // A run held under another folder name is reported from that folder.
+    let states = sweep.states(&dir).map_err(|e| (e, None))?;
+    let in_sweep_order: Vec<PathBuf> = sweep
+        .runs
+        .iter()
+        .zip(states)
+        .map(|(run, state)| match state {
+            FolderState::Held(holder) => dir.join(holder),
+            _ => dir.join(&run.name),
+        })
+        .collect();
     let report = write_report(&in_sweep_order, &dir, options, registry);
     // A report of the finished runs is written even when some failed; the sweep still fails.
     match (first_failure, report) {

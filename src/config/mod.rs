@@ -20,12 +20,14 @@ mod network;
 mod overrides;
 mod partition;
 mod placement;
+pub mod strict_json;
 mod topology;
 mod work;
 
 use check::{Problems, Validate};
 pub(crate) use hints::explain;
 pub use overrides::Override;
+use strict_json::StrictJsonError;
 
 pub use asynchronous::AsynchronousConfig;
 pub use availability::{AvailabilityConfig, FailurePolicy, OnlineConfig};
@@ -401,6 +403,22 @@ pub struct FieldError {
     pub set_by: Option<String>,
 }
 
+impl FieldError {
+    /// The field the problem is about: for an unknown field, which is reported at the object
+    /// that holds it, that field itself (`client.lrr`, or `lrr` at the top).
+    pub fn field(&self) -> String {
+        let unknown = self
+            .message
+            .strip_prefix("unknown field `")
+            .and_then(|rest| rest.split('`').next());
+        match (unknown, self.path.as_str()) {
+            (Some(name), ".") => name.to_string(),
+            (Some(name), path) => format!("{path}.{name}"),
+            (None, path) => path.to_string(),
+        }
+    }
+}
+
 /// Why an experiment file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -433,6 +451,10 @@ pub enum ConfigError {
     },
 }
 
+/// The most problems a message lists: a file with a million bad entries gets the first ones
+/// and a count, not a million lines.
+const SHOWN_PROBLEMS: usize = 50;
+
 /// Display helper listing each field error on its own line.
 struct Invalid<'a> {
     path: &'a Path,
@@ -450,11 +472,19 @@ impl fmt::Display for Invalid<'_> {
             None if self.path.as_os_str().is_empty() => write!(f, "invalid experiment:")?,
             None => write!(f, "invalid experiment file {}:", self.path.display())?,
         }
-        for error in self.errors {
+        for error in self.errors.iter().take(SHOWN_PROBLEMS) {
             write!(f, "\n  {}: {}", error.path, error.message)?;
             if let Some(set) = error.set_by.as_deref().filter(|_| one_override.is_none()) {
                 write!(f, " (from --set {set})")?;
             }
+        }
+        if let Some(more) = self
+            .errors
+            .len()
+            .checked_sub(SHOWN_PROBLEMS)
+            .filter(|&n| n > 0)
+        {
+            write!(f, "\n  … and {more} more problems of the same file")?;
         }
         Ok(())
     }
@@ -480,7 +510,7 @@ impl ExperimentConfig {
             .iter()
             .map(|text| Override::parse(text))
             .collect::<Result<Vec<_>, _>>()?;
-        let text = fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        let bytes = fs::read(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
             folder: std::path::absolute(path)
                 .ok()
@@ -488,8 +518,15 @@ impl ExperimentConfig {
                 .unwrap_or_default(),
             source,
         })?;
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| invalid(path, ".", format!("not valid JSON: {e}")))?;
+        let text = strict_json::text(bytes).map_err(|reason| invalid(path, ".", reason))?;
+        let value = strict_json::parse(&text).map_err(|error| match error {
+            StrictJsonError::Duplicate { path: field, line } => invalid(
+                path,
+                &field,
+                format!("given twice (line {line}); {}", strict_json::ONCE),
+            ),
+            syntax => invalid(path, ".", syntax.to_string()),
+        })?;
         Self::with_overrides(value, path, &overrides, catalogue)
     }
 
@@ -507,10 +544,11 @@ impl ExperimentConfig {
         Self::from_value(value, path, catalogue).map_err(|error| match error {
             ConfigError::Invalid { path, mut errors } => {
                 for error in &mut errors {
+                    let field = error.field();
                     error.set_by = overrides
                         .iter()
                         .rev()
-                        .find(|o| o.concerns(&error.path))
+                        .find(|o| o.concerns(&field))
                         .map(|o| o.text().to_string());
                 }
                 ConfigError::Invalid { path, errors }
@@ -527,6 +565,23 @@ impl ExperimentConfig {
         path: &Path,
         catalogue: &dyn Catalogue,
     ) -> Result<Self, ConfigError> {
+        let kind = match &value {
+            Value::Object(_) => None,
+            Value::Array(_) => Some("an array"),
+            Value::String(_) => Some("a string"),
+            Value::Number(_) => Some("a number"),
+            Value::Bool(_) => Some("a boolean"),
+            Value::Null => Some("null"),
+        };
+        if let Some(kind) = kind {
+            return Err(invalid(
+                path,
+                ".",
+                format!(
+                    "is {kind}; an experiment is one JSON object, {{\"name\": …, \"data\": …}}"
+                ),
+            ));
+        }
         let mut config: Self = serde_path_to_error::deserialize(value).map_err(|e| {
             let field = e.path().to_string();
             invalid(path, &field, hints::explain(&e.into_inner().to_string()))

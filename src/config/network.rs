@@ -123,20 +123,22 @@ impl Validate for NetworkConfig {
                 }
             });
         }
-        let positive = |x: f64| x > 0.0 && x.is_finite();
-        let compute_ok = match self.compute {
-            ComputeConfig::Instant => true,
-            ComputeConfig::Fixed { samples_per_second } => positive(samples_per_second),
-            ComputeConfig::Uniform { min, max } => positive(min) && positive(max) && min <= max,
-            ComputeConfig::LogNormal { median, sigma } => {
-                positive(median) && sigma >= 0.0 && sigma.is_finite()
+        problems.at("compute", |p| match self.compute {
+            ComputeConfig::Instant => {}
+            ComputeConfig::Fixed { samples_per_second } => {
+                p.positive("samples_per_second", samples_per_second);
             }
-        };
-        problems.require(compute_ok, "compute", || {
-            format!(
-                "{:?}: speeds must be greater than 0 (and min <= max, sigma >= 0)",
-                self.compute
-            )
+            ComputeConfig::Uniform { min, max } => {
+                p.positive("min", min);
+                p.positive("max", max);
+                p.require(min <= max, "max", || {
+                    format!("is {max}; must be at least min, {min}")
+                });
+            }
+            ComputeConfig::LogNormal { median, sigma } => {
+                p.positive("median", median);
+                p.non_negative("sigma", sigma);
+            }
         });
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::ConfigError;
+use super::strict_json::{self, StrictJsonError};
 
 /// Fields that hold paths. Paths in the file are relative to the file's folder; a path given
 /// on the command line is relative to the current folder, like any other command-line path.
@@ -47,9 +48,16 @@ impl Override {
             )));
         }
         let raw = raw.trim();
-        let value = match serde_json::from_str(raw) {
+        let value = match strict_json::parse(raw) {
             Ok(value) => value,
-            Err(error) if raw.starts_with(['{', '[']) => {
+            Err(StrictJsonError::Duplicate { path, .. }) => {
+                return Err(bad(format!(
+                    "{}.{path}: given twice; {}",
+                    keys.join("."),
+                    strict_json::ONCE
+                )));
+            }
+            Err(StrictJsonError::Syntax(error)) if raw.starts_with(['{', '[']) => {
                 let path = keys.join(".");
                 return Err(bad(format!(
                     "the value looks like JSON but is not ({error}); JSON wants its keys and \

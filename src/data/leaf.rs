@@ -288,7 +288,13 @@ impl<S: Samples> Split<S> {
             )));
         }
         let mut user_data = file.user_data;
+        let mut listed = std::collections::HashSet::new();
         for (user, &expected) in file.users.iter().zip(&file.num_samples) {
+            if !listed.insert(user) {
+                return Err(corrupt(format!(
+                    "lists user {user:?} twice in users; each user is listed once"
+                )));
+            }
             let data = user_data.remove(user).ok_or_else(|| {
                 corrupt(format!(
                     "lists user {user:?}, who has no entry in user_data"

@@ -311,6 +311,41 @@ impl Dataset {
         Self::new(Features::Floats(values), labels, shape)
     }
 
+    /// The first feature that is not a finite number (NaN or infinite, which train to NaN),
+    /// as its sample, its place in the sample (both from 0) and its value; byte-valued
+    /// features are checked through what each byte stands for.
+    pub fn first_non_finite(&self) -> Option<(usize, usize, f32)> {
+        let width = self.shape.sample.len().max(1);
+        let place = |index: usize, value| (index / width, index % width, value);
+        match &self.features {
+            Features::Floats(values) => values
+                .iter()
+                .position(|v| !v.is_finite())
+                .map(|index| place(index, values[index])),
+            Features::Bytes {
+                values,
+                feature_of_value,
+            } => {
+                // Every byte of a data set stands for a value from these tables.
+                if feature_of_value.iter().flatten().all(|v| v.is_finite()) {
+                    return None;
+                }
+                let channel_len = match self.shape.sample {
+                    SampleShape::Image([_, h, w]) => h * w,
+                    _ => width,
+                };
+                let feature = |index: usize| {
+                    let channel = (index % width) / channel_len.max(1);
+                    feature_of_value[channel.min(feature_of_value.len() - 1)]
+                        [usize::from(values[index])]
+                };
+                (0..values.len())
+                    .find(|&index| !feature(index).is_finite())
+                    .map(|index| place(index, feature(index)))
+            }
+        }
+    }
+
     fn new(features: Features, labels: Vec<u8>, shape: DataShape) -> Self {
         let values = match &features {
             Features::Bytes { values, .. } => values.len(),

@@ -253,6 +253,17 @@ impl Array {
             return Err(unsupported(npy.dtype().descr()));
         };
         let kind = (element.type_char(), element.size_field());
+        let readable = [
+            (TypeChar::Uint, 1),
+            (TypeChar::Float, 4),
+            (TypeChar::Float, 8),
+            (TypeChar::Int, 4),
+            (TypeChar::Int, 8),
+        ];
+        // Told before the length, which means nothing for an unreadable type (`|O`: objects).
+        if !readable.contains(&kind) {
+            return Err(unsupported(element.to_string()));
+        }
         // The data must be all there before anything is allocated for it.
         let expected = shape
             .iter()
@@ -463,6 +474,21 @@ mod tests {
         assert!(odd.contains("element type <i2"), "{odd}");
         let not_npy = parse(b"PK\x03\x04").unwrap_err();
         assert!(not_npy.contains("is not an .npy array"), "{not_npy}");
+        // numpy pickles an object array after the header: its length says nothing.
+        let mut header = "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }".to_string();
+        while !(10 + header.len() + 1).is_multiple_of(64) {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut objects = b"\x93NUMPY\x01\x00".to_vec();
+        objects.extend((header.len() as u16).to_le_bytes());
+        objects.extend(header.as_bytes());
+        objects.extend(b"\x80\x04\x95pickled objects, not 16 bytes.");
+        let objects = parse(&objects).unwrap_err();
+        assert!(
+            objects.contains("element type |O") && !objects.contains("bytes of data"),
+            "{objects}"
+        );
     }
 
     #[test]

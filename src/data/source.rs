@@ -91,30 +91,36 @@ impl Reader {
     /// Reads `name.gz` if present, else `name`, gunzipped, and checks it against `SHA256SUMS`.
     /// Gives the path to name in messages with the bytes.
     pub fn read(&mut self, name: &str) -> Result<(PathBuf, Vec<u8>), DataError> {
-        let (path, compressed, raw) = match self.source.bytes(&format!("{name}.gz"))? {
-            Some((path, bytes)) => (path, true, bytes),
-            None => match self.source.bytes(name)? {
-                Some((path, bytes)) => (path, false, bytes),
-                None => {
-                    return Err(DataError::Io {
-                        path: self.source.path_of(name),
-                        source: std::io::ErrorKind::NotFound.into(),
+        let gzipped = self.source.bytes(&format!("{name}.gz"))?;
+        let plain = self.source.bytes(name)?;
+        let (path, bytes) = match (gzipped, plain) {
+            (Some((path, gzipped)), None) => {
+                let bytes = unpack(&path, gzipped, true)?;
+                (path, bytes)
+            }
+            (None, Some((path, plain))) => {
+                let bytes = unpack(&path, plain, false)?;
+                (path, bytes)
+            }
+            (Some((gz_path, gzipped)), Some((path, plain))) => {
+                let gzipped = unpack(&gz_path, gzipped, true)?;
+                if gzipped != unpack(&path, plain, false)? {
+                    return Err(DataError::Corrupt {
+                        path,
+                        reason: format!(
+                            "and {} both exist and hold different data; keep one of them",
+                            gz_path.display()
+                        ),
                     });
                 }
-            },
-        };
-        let bytes = match raw {
-            Stored::Borrowed(built_in) => {
-                let bytes = if compressed {
-                    gunzip(&path, built_in)
-                } else {
-                    Ok(built_in.to_vec())
-                };
-                release(built_in);
-                bytes?
+                (gz_path, gzipped)
             }
-            Stored::Owned(on_disk) if compressed => gunzip(&path, &on_disk)?,
-            Stored::Owned(on_disk) => on_disk,
+            (None, None) => {
+                return Err(DataError::Io {
+                    path: self.source.path_of(name),
+                    source: std::io::ErrorKind::NotFound.into(),
+                });
+            }
         };
         let actual = hex::encode(Sha256::digest(&bytes));
         if let Some(expected) = self.checksums.get(name)
@@ -177,6 +183,24 @@ impl Reader {
     /// The files read, for the manifest.
     pub fn into_files(self) -> Vec<DataFile> {
         self.files
+    }
+}
+
+/// The bytes of a file as stored, gunzipped if `compressed`; a built-in file's pages are
+/// released once copied out.
+fn unpack(path: &Path, stored: Stored, compressed: bool) -> Result<Vec<u8>, DataError> {
+    match stored {
+        Stored::Borrowed(built_in) => {
+            let bytes = if compressed {
+                gunzip(path, built_in)
+            } else {
+                Ok(built_in.to_vec())
+            };
+            release(built_in);
+            bytes
+        }
+        Stored::Owned(on_disk) if compressed => gunzip(path, &on_disk),
+        Stored::Owned(on_disk) => Ok(on_disk),
     }
 }
 

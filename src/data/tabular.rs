@@ -7,7 +7,7 @@
 //! column, which tabular features (areas in the thousands beside ratios below one) need before
 //! SGD treats them alike.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use rand::seq::SliceRandom;
@@ -84,6 +84,10 @@ pub struct CsvConfig {
     /// As [`SplitOptions::standardize`].
     #[serde(default = "yes")]
     pub standardize: bool,
+    /// Keeps a class that only one row holds, which is refused by default: in a table of
+    /// any size it is more often a stray value in the label column than a class.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_rare_classes: bool,
 }
 
 impl CsvConfig {
@@ -181,6 +185,10 @@ impl DataSource for CsvData {
             ),
             SPLIT_DOCS[0],
             SPLIT_DOCS[1],
+            (
+                "allow_rare_classes",
+                "keep a class that only one row holds, refused by default as a likely stray label; default false",
+            ),
         ]
     }
 
@@ -219,7 +227,7 @@ impl DataSource for CsvData {
 pub fn load_breast_cancer(split: &SplitOptions, seed: u64) -> Result<TrainTest, DataError> {
     let mut reader = Reader::new(Source::Embedded(&BREAST_CANCER))?;
     let table = read_table(&mut reader, "breast-cancer.csv", BREAST_CANCER_LABEL)?;
-    split_and_scale(table, None, split, seed, reader.into_files())
+    split_and_scale(table, None, split, seed, reader.into_files(), false)
 }
 
 /// Loads a user's CSV files (test rows drawn from `seed` if there is no test file), each checked against a `SHA256SUMS` in its folder if there is one.
@@ -237,7 +245,8 @@ pub fn load_csv(config: &CsvConfig, seed: u64) -> Result<TrainTest, DataError> {
     };
     let train = read(&config.file)?;
     let test = config.test_file.as_deref().map(&mut read).transpose()?;
-    split_and_scale(train, test, &config.split(), seed, files)
+    let allow_rare = config.allow_rare_classes;
+    split_and_scale(train, test, &config.split(), seed, files, allow_rare)
 }
 
 /// A table as read: features row after row, and each row's label as written.
@@ -344,6 +353,36 @@ fn quoted_list(names: &[String]) -> String {
         .join(", ")
 }
 
+/// Refuses labels that cannot make a classifier: one class in all, or (unless `allow_rare`) a
+/// class that a single row holds, named with its table and row.
+fn check_class_sizes(tables: &[&Table], allow_rare: bool) -> Result<(), DataError> {
+    let mut rows: BTreeMap<&str, Vec<(&Path, usize)>> = BTreeMap::new();
+    for table in tables {
+        for (row, label) in table.labels.iter().enumerate() {
+            rows.entry(label).or_default().push((&table.path, row + 1));
+        }
+    }
+    if let [(label, _)] = rows.iter().collect::<Vec<_>>()[..] {
+        return Err(DataError::Corrupt {
+            path: tables[0].path.clone(),
+            reason: format!(
+                "holds one class, {label:?}, in its label column; a classifier needs at least two (it would score 100% on any test)"
+            ),
+        });
+    }
+    let lone = rows.iter().find(|(_, at)| at.len() == 1);
+    match lone {
+        Some((label, at)) if !allow_rare => Err(DataError::Corrupt {
+            path: at[0].0.to_path_buf(),
+            reason: format!(
+                "has the label {label:?} on row {} alone, a class of one row: a stray value, or set \"data.allow_rare_classes\": true to keep it as a class",
+                at[0].1
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The classes of the labels written in some tables: the numbers themselves when every label
 /// is a class index, the sorted names otherwise.
 enum Classes {
@@ -396,13 +435,15 @@ impl Classes {
 }
 
 /// Makes the training and test splits: `test` if given (its columns must match), else rows of
-/// `train` drawn from `seed`; then scales the features as `split` says.
+/// `train` drawn from `seed`; then scales the features as `split` says. A class of one row is
+/// refused unless `allow_rare`.
 fn split_and_scale(
     train: Table,
     test: Option<Table>,
     split: &SplitOptions,
     seed: u64,
     files: Vec<DataFile>,
+    allow_rare: bool,
 ) -> Result<TrainTest, DataError> {
     if let Some(test) = &test
         && test.columns != train.columns
@@ -419,6 +460,7 @@ fn split_and_scale(
     }
     let tables: Vec<&Table> = std::iter::once(&train).chain(test.as_ref()).collect();
     let classes = Classes::of(&tables)?;
+    check_class_sizes(&tables, allow_rare)?;
     let width = train.width();
     let rows = |table: &Table| -> Vec<(Vec<f32>, u8)> {
         table
@@ -548,6 +590,22 @@ mod tests {
         assert_eq!((classes.label("cat"), classes.label("dog")), (0, 1));
         let indexed = parse("a,y\n1,3\n2,0\n").unwrap();
         assert_eq!(Classes::of(&[&indexed]).unwrap().count(), 4);
+    }
+
+    #[test]
+    fn one_class_or_a_class_of_one_row_is_refused_unless_allowed() {
+        let one = parse("x,y\n1,a\n2,a\n3,a\n").unwrap();
+        let refused = check_class_sizes(&[&one], true).unwrap_err().to_string();
+        assert!(refused.contains("holds one class, \"a\""), "{refused}");
+        let stray = parse("x,y\n1,a\n2,b\n3,a\n4,b\n5,bb\n").unwrap();
+        let refused = check_class_sizes(&[&stray], false).unwrap_err().to_string();
+        assert!(
+            refused.contains("t.csv has the label \"bb\" on row 5 alone"),
+            "{refused}"
+        );
+        check_class_sizes(&[&stray], true).unwrap();
+        let test = parse("x,y\n6,bb\n").unwrap();
+        check_class_sizes(&[&stray, &test], false).unwrap();
     }
 
     #[test]

@@ -100,6 +100,52 @@ pub struct RoundRecord {
     pub wall_ms: f64,
 }
 
+impl RoundRecord {
+    /// The first value outside the range fedsim writes (an accuracy outside [0, 1], a
+    /// negative loss or time), as `field: what is wrong`; `None` for a record fedsim could
+    /// have written.
+    pub fn out_of_range(&self) -> Option<String> {
+        let client = self.client_accuracy.iter().flat_map(|c| {
+            [
+                ("client_accuracy.mean", c.mean),
+                ("client_accuracy.worst_10", c.worst_10),
+                ("client_accuracy.best_10", c.best_10),
+            ]
+        });
+        let fractions = self
+            .test_accuracy
+            .map(|a| ("test_accuracy", a))
+            .into_iter()
+            .chain(
+                self.test_class_accuracy
+                    .iter()
+                    .flatten()
+                    .map(|&a| ("test_class_accuracy", a)),
+            )
+            .chain(client);
+        let amounts = [
+            ("train_loss", self.train_loss),
+            ("test_loss", self.test_loss),
+            ("sim_round_s", Some(self.sim_round_s)),
+            ("sim_time_s", Some(self.sim_time_s)),
+        ]
+        .into_iter()
+        .filter_map(|(field, value)| value.map(|v| (field, v)));
+        let fraction = |(field, value): (&str, f64)| {
+            (!(0.0..=1.0).contains(&value))
+                .then(|| format!("{field} is {value}; an accuracy is a fraction in [0, 1]"))
+        };
+        let amount = |(field, value): (&str, f64)| {
+            (!(value >= 0.0 && value.is_finite()))
+                .then(|| format!("{field} is {value}; it is a finite number of at least 0"))
+        };
+        fractions
+            .filter_map(fraction)
+            .chain(amounts.filter_map(amount))
+            .next()
+    }
+}
+
 /// The staleness of a server step's updates.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StalenessRecord {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::RoundRecord;
+use super::claim::{self, Claim, ClaimError, FolderKind, Found, Hold};
 use crate::checkpoint::RunState;
 
 /// Where a run writes its results. `metrics.jsonl` gets one line per round, flushed as the
@@ -16,6 +17,8 @@ use crate::checkpoint::RunState;
 pub struct RunFolder {
     dir: PathBuf,
     metrics: BufWriter<File>,
+    /// Held while the folder is written: no other process writes it meanwhile.
+    _claim: Claim,
 }
 
 /// The per-round results.
@@ -45,12 +48,23 @@ pub enum FolderError {
         /// What is missing or wrong.
         reason: String,
     },
+    /// The folder is not fedsim's to write, or another process is writing it.
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
     /// The folder cannot be written.
     #[error(transparent)]
     Write(#[from] WriteError),
 }
 
 impl FolderError {
+    /// Whether the user's choice of folder is at fault, rather than the disk.
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(
+            self,
+            FolderError::Write(_) | FolderError::Claim(ClaimError::Write(_))
+        )
+    }
+
     /// `dir` cannot be resumed, for `reason`.
     pub fn not_resumable(dir: &Path, reason: String) -> Self {
         FolderError::NotResumable {
@@ -71,22 +85,24 @@ pub struct WriteError {
 }
 
 impl RunFolder {
-    /// Creates `dir` (which must not hold a run already) and opens its `metrics.jsonl`.
+    /// Claims `dir` for a new run and opens its `metrics.jsonl`. The folder may be new, empty,
+    /// or a run folder that holds no checkpoint (a run stopped before its first one, which
+    /// finished no round: it starts again); a folder holding a run to continue, or anything
+    /// that is not fedsim's, is refused.
     pub fn create(dir: &Path) -> Result<Self, FolderError> {
-        fs::create_dir_all(dir).map_err(write_error(dir))?;
+        let claim = Claim::take(dir, FolderKind::Run, &[], Hold::Alone)?;
+        if dir.join(CHECKPOINT).exists() {
+            return Err(FolderError::HoldsRun {
+                path: dir.to_path_buf(),
+            });
+        }
+        remove_partials(dir)?;
         let metrics_path = dir.join(METRICS);
-        let metrics = File::create_new(&metrics_path).map_err(|source| {
-            if source.kind() == io::ErrorKind::AlreadyExists {
-                FolderError::HoldsRun {
-                    path: dir.to_path_buf(),
-                }
-            } else {
-                write_error(&metrics_path)(source).into()
-            }
-        })?;
+        let metrics = File::create(&metrics_path).map_err(write_error(&metrics_path))?;
         Ok(Self {
             dir: dir.to_path_buf(),
             metrics: BufWriter::new(metrics),
+            _claim: claim,
         })
     }
 
@@ -145,11 +161,12 @@ impl Failure {
     /// The file a failed run's folder keeps its failure in.
     pub const FILE: &str = "failure.json";
 
-    /// Writes this failure into `dir`, creating the folder if the run failed before it did.
-    pub fn record(&self, dir: &Path) -> Result<(), WriteError> {
-        fs::create_dir_all(dir).map_err(write_error(dir))?;
+    /// Writes this failure into the run folder `dir`, creating (and marking) the folder if
+    /// the run failed before it did.
+    pub fn record(&self, dir: &Path) -> Result<(), ClaimError> {
+        claim::mark(dir, FolderKind::Run, &[])?;
         let text = serde_json::to_string_pretty(self).expect("a failure always serialises");
-        write_atomically(&dir.join(Self::FILE), text.as_bytes())
+        Ok(write_atomically(&dir.join(Self::FILE), text.as_bytes())?)
     }
 
     /// Removes the failure an earlier attempt left in `dir`, if any, before the run is played
@@ -165,13 +182,58 @@ impl Failure {
 }
 
 /// Writes `bytes` to `path` through a temporary file beside it and a rename, so that the file
-/// is either whole or as it was.
+/// is either whole or as it was. A write that fails (a full disk, say) removes what it wrote.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let partial = path.with_file_name(format!(".{name}.partial"));
+    let partial = partial_path(path);
     fs::write(&partial, bytes)
         .and_then(|()| fs::rename(&partial, path))
-        .map_err(write_error(path))
+        .map_err(|error| {
+            let _ = fs::remove_file(&partial);
+            write_error(path)(error)
+        })?;
+    crash_point(path);
+    Ok(())
+}
+
+/// The environment variable naming a file (`config.json`, `checkpoint.fedsim`, …) after whose
+/// first write the process kills itself.
+pub const CRASH_AFTER: &str = "FEDSIM_CRASH_AFTER";
+
+/// Ends the process at once with SIGKILL, as `kill -9` would, if `path` is the file that
+/// [`CRASH_AFTER`] names: the crash tests stop a run at an exact point of its folder's life
+/// this way, where polling for a file would race the process.
+fn crash_point(path: &Path) {
+    let Some(name) = std::env::var_os(CRASH_AFTER) else {
+        return;
+    };
+    if path.file_name() == Some(name.as_os_str()) {
+        // SAFETY: kill with this process's own id and a valid signal number touches no memory.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    }
+}
+
+/// Where [`write_atomically`] writes `path` before renaming it.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(".{name}{PARTIAL}"))
+}
+
+/// The ending of the temporary files of [`write_atomically`].
+const PARTIAL: &str = ".partial";
+
+/// Removes the temporary files that a process killed while writing left in `dir`.
+fn remove_partials(dir: &Path) -> Result<(), WriteError> {
+    let entries = fs::read_dir(dir).map_err(write_error(dir))?;
+    for entry in entries {
+        let path = entry.map_err(write_error(dir))?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.starts_with('.') && name.ends_with(PARTIAL) {
+            fs::remove_file(&path).map_err(write_error(&path))?;
+        }
+    }
+    Ok(())
 }
 
 /// What a run folder holds of a run to continue, read without changing anything: its
@@ -232,9 +294,11 @@ impl Saved {
         })
     }
 
-    /// Cuts `metrics.jsonl` back to the rounds the checkpoint covers (atomically) and opens the
-    /// folder to go on from there.
-    pub fn reopen(&self) -> Result<RunFolder, WriteError> {
+    /// Cuts `metrics.jsonl` back to the rounds the checkpoint covers (atomically), removes what
+    /// a killed process left half-written, and opens the folder, which `claim` holds, to go on
+    /// from there.
+    pub fn reopen(&self, claim: Claim) -> Result<RunFolder, WriteError> {
+        remove_partials(&self.dir)?;
         write_atomically(&self.dir.join(METRICS), self.lines.as_bytes())?;
         let metrics_path = self.dir.join(METRICS);
         let metrics = OpenOptions::new()
@@ -244,7 +308,25 @@ impl Saved {
         Ok(RunFolder {
             dir: self.dir.clone(),
             metrics: BufWriter::new(metrics),
+            _claim: claim,
         })
+    }
+}
+
+/// Claims the run folder `dir`, which must exist, to continue the run in it.
+pub fn claim_to_continue(dir: &Path) -> Result<Claim, FolderError> {
+    let nothing_to_continue =
+        |reason: &str| Err(FolderError::not_resumable(dir, reason.to_string()));
+    match claim::check(dir, FolderKind::Run, &[])? {
+        Found::Absent => nothing_to_continue("no such folder"),
+        Found::Empty => Err(FolderError::not_resumable(
+            dir,
+            format!(
+                "the folder is empty (a run killed as it began finished no round); start the run with: fedsim run EXPERIMENT --out {}",
+                dir.display()
+            ),
+        )),
+        _ => Ok(Claim::take(dir, FolderKind::Run, &[], Hold::Alone)?),
     }
 }
 

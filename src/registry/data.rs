@@ -30,9 +30,21 @@ impl DataChoice {
         self.chosen.describe()
     }
 
-    /// Reads or makes its training and test splits.
+    /// Reads or makes its training and test splits, and checks that every feature is a finite
+    /// number (a NaN or infinite one trains to NaN), whichever reader gave them.
     pub fn load(&self, context: &DataContext) -> Result<TrainTest, DataError> {
-        self.chosen.load(context)
+        let data = self.chosen.load(context)?;
+        for (split, dataset) in [("training", &data.train), ("test", &data.test)] {
+            if let Some((sample, feature, value)) = dataset.first_non_finite() {
+                return Err(DataError::Corrupt {
+                    path: self.describe().into(),
+                    reason: format!(
+                        "holds {value} in {split} sample {sample}, feature {feature} (both counted from 0); features must be finite numbers"
+                    ),
+                });
+            }
+        }
+        Ok(data)
     }
 
     pub(super) fn check(&self, context: &DataContext, problems: &mut Problems) {

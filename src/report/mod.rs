@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::Experiment;
 use crate::config::{ExperimentConfig, PartitionConfig};
 use crate::output::RoundRecord;
+use crate::output::claim::{self, ClaimError, FolderKind};
 use crate::output::run_folder::{WriteError, write_atomically};
 use crate::registry::Registry;
 use plots::{Axes, Curve, DrawError};
@@ -57,8 +58,9 @@ pub enum ReportError {
         /// What is wrong.
         message: String,
     },
-    /// A line of a run's `metrics.jsonl` is not a round record.
-    #[error("{} line {line}: not a round record: {message}", path.display())]
+    /// A line of a run's `metrics.jsonl` is not a round record, or not the round expected, or
+    /// holds a value out of its range.
+    #[error("{} line {line}: {message}", path.display())]
     Record {
         /// The file.
         path: PathBuf,
@@ -66,6 +68,18 @@ pub enum ReportError {
         line: usize,
         /// What is wrong.
         message: String,
+    },
+    /// Two runs of one configuration and seed hold different models.
+    #[error(
+        "{} and {} are runs of the same configuration with the same seed, yet their models differ; a rerun gives the same model to the bit, so one folder is not what its config.json says: report them apart",
+        first.display(),
+        second.display()
+    )]
+    Conflicting {
+        /// The run kept so far.
+        first: PathBuf,
+        /// The run that differs from it.
+        second: PathBuf,
     },
     /// A chart could not be drawn.
     #[error("cannot draw {name}: {message}")]
@@ -75,6 +89,9 @@ pub enum ReportError {
         /// Why.
         message: String,
     },
+    /// The report folder is not fedsim's to write.
+    #[error(transparent)]
+    Folder(#[from] ClaimError),
     /// The report folder cannot be written.
     #[error(transparent)]
     Write(#[from] WriteError),
@@ -125,8 +142,9 @@ pub fn write_report(
         unfinished: mut left_out,
         failed,
     } = runs::find(inputs)?;
-    let run_count = found.len();
-    let configurations = runs::group(found, registry);
+    let mut configurations = runs::group(found, registry);
+    left_out.extend(runs::one_per_seed(&mut configurations)?);
+    let run_count = configurations.iter().map(|c| c.runs.len()).sum();
     let failures: Vec<String> = failed.iter().map(ToString::to_string).collect();
     let rows: Vec<Row> = configurations
         .iter()
@@ -377,7 +395,11 @@ struct ReportFolder {
 }
 
 impl ReportFolder {
-    fn create(dir: &Path) -> Result<Self, WriteError> {
+    /// Opens `dir` for a report: a new or empty folder, or one of fedsim's own (a run's or a
+    /// sweep's folder, or an earlier report's).
+    fn create(dir: &Path) -> Result<Self, ReportError> {
+        let fedsims = [FolderKind::Run, FolderKind::Sweep];
+        claim::mark(dir, FolderKind::Report, &fedsims)?;
         fs::create_dir_all(dir.join("plots")).map_err(|source| WriteError {
             path: dir.join("plots"),
             source,

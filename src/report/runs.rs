@@ -178,18 +178,31 @@ fn read(dir: &Path) -> Result<Run, ReportError> {
     })?;
     let metrics_path = dir.join("metrics.jsonl");
     let text = fs::read_to_string(&metrics_path).map_err(ReportError::read(&metrics_path))?;
-    let records = text
-        .lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|e| ReportError::Record {
-                path: metrics_path.clone(),
-                line: i + 1,
-                message: e.to_string(),
-            })
-        })
-        .collect::<Result<_, _>>()?;
+    let mut records = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let refused = |message: String| ReportError::Record {
+            path: metrics_path.clone(),
+            line: index + 1,
+            message,
+        };
+        let record: RoundRecord =
+            serde_json::from_str(line).map_err(|e| refused(format!("not a round record: {e}")))?;
+        // As a resumed run checks its folder: rounds 1, 2, 3, … in order, each once.
+        let expected = records.len() + 1;
+        if record.round as usize != expected {
+            return Err(refused(format!(
+                "is round {}; expected round {expected} (rounds are written once each, in order)",
+                record.round
+            )));
+        }
+        if let Some(problem) = record.out_of_range() {
+            return Err(refused(problem));
+        }
+        records.push(record);
+    }
     Ok(Run {
         dir: dir.to_path_buf(),
         config,
@@ -219,6 +232,43 @@ pub fn group(runs: Vec<Run>, registry: &Registry) -> Vec<Configuration> {
             Configuration { label, runs }
         })
         .collect()
+}
+
+/// Keeps one run of each seed in each configuration: two runs of one configuration and seed
+/// are one sample, not two (counted twice, they would narrow its interval falsely). Every
+/// rerun of an experiment gives the same model to the bit, so the runs kept apart must hold
+/// the same `model.f32`; returns a line for each run left out, naming the one kept.
+pub fn one_per_seed(configurations: &mut [Configuration]) -> Result<Vec<String>, ReportError> {
+    let mut left_out = Vec::new();
+    for configuration in configurations {
+        let mut kept: Vec<Run> = Vec::new();
+        for run in configuration.runs.drain(..) {
+            let seed = run.config.get("seed");
+            let Some(twin) = kept.iter().find(|k| k.config.get("seed") == seed) else {
+                kept.push(run);
+                continue;
+            };
+            if model_of(&twin.dir)? != model_of(&run.dir)? {
+                return Err(ReportError::Conflicting {
+                    first: twin.dir.clone(),
+                    second: run.dir,
+                });
+            }
+            left_out.push(format!(
+                "{}: the same configuration and seed as {}, with the same model; counted once",
+                run.dir.display(),
+                twin.dir.display()
+            ));
+        }
+        configuration.runs = kept;
+    }
+    Ok(left_out)
+}
+
+/// The final model a finished run folder holds, as written.
+fn model_of(dir: &Path) -> Result<Vec<u8>, ReportError> {
+    let path = dir.join("model.f32");
+    fs::read(&path).map_err(ReportError::read(&path))
 }
 
 /// Each configuration's label: the values of the fields whose present values differ
