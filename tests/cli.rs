@@ -429,16 +429,8 @@ fn a_key_given_twice_is_refused_naming_it_in_files_and_sets() {
     assert_rejected(&path, &["seed: given twice"]);
     let output = partition_with(r#"client={"lr": 0.1, "lr": 5}"#);
     assert_bad_input(&output, &["--set", "client.lr: given twice"]);
-    let sweep = dir.path().join("sweep.json");
-    let base = experiment("mnist-t1");
-    fs::write(
-        &sweep,
-        format!(
-            r#"{{"name": "s", "base": {:?}, "grid": {{"seed": [1], "seed": [2]}}}}"#,
-            base.to_str().unwrap()
-        ),
-    )
-    .unwrap();
+    let grid = r#""grid": {"seed": [1], "seed": [2]}"#;
+    let sweep = common::write_sweep_file(dir.path(), &experiment("mnist-t1"), grid);
     let output = fedsim(&["sweep", sweep.to_str().unwrap(), "--dry-run"]);
     assert_bad_input(&output, &["sweep.json", "grid.seed: given twice"]);
 }
@@ -511,16 +503,8 @@ fn a_file_of_many_bad_entries_lists_fifty_and_a_count() {
 #[test]
 fn a_misspelt_sweep_field_gets_the_nearest_valid_name() {
     let dir = tempfile::tempdir().unwrap();
-    let sweep = dir.path().join("sweep.json");
-    let base = experiment("mnist-t1");
-    fs::write(
-        &sweep,
-        format!(
-            r#"{{"name": "s", "base": {:?}, "gird": {{"seed": [1]}}}}"#,
-            base.to_str().unwrap()
-        ),
-    )
-    .unwrap();
+    let misspelt = r#""gird": {"seed": [1]}"#;
+    let sweep = common::write_sweep_file(dir.path(), &experiment("mnist-t1"), misspelt);
     let output = fedsim(&["sweep", sweep.to_str().unwrap(), "--dry-run"]);
     assert_bad_input(&output, &["sweep.json", "gird", "did you mean \"grid\"?"]);
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{experiment, fails_with, fedsim, model_bytes, run_ok};
+use common::{experiment, fails_with, fedsim, model_bytes, run_ok, write_sweep_file};
 
 /// A run of a few seconds' work at most: the breast-cancer table, logistic regression.
 const QUICK: &[&str] = &["federation.rounds=6", "eval.every=2"];
@@ -104,16 +104,8 @@ fn sweep_and_report_out_never_write_into_a_users_folder() {
     let users = dir.path().join("users");
     fs::create_dir(&users).unwrap();
     fs::write(users.join("report.html"), "mine").unwrap();
-    let sweep = dir.path().join("sweep.json");
-    let base = experiment("breast-cancer");
-    fs::write(
-        &sweep,
-        format!(
-            r#"{{"name": "s", "base": {:?}, "grid": {{"seed": [1]}}}}"#,
-            path(&base)
-        ),
-    )
-    .unwrap();
+    let grid = r#""grid": {"seed": [1]}"#;
+    let sweep = write_sweep_file(dir.path(), &experiment("breast-cancer"), grid);
     for args in [
         vec!["sweep", path(&sweep), "--out", path(&users), "--quiet"],
         vec!["sweep", path(&sweep), "--out", path(&users), "--dry-run"],
@@ -201,16 +193,8 @@ fn a_stale_partial_checkpoint_is_removed_when_the_run_continues() {
 #[test]
 fn a_sweep_killed_before_a_runs_first_checkpoint_can_be_rerun() {
     let dir = tempfile::tempdir().unwrap();
-    let base = experiment("breast-cancer");
-    let sweep = dir.path().join("sweep.json");
-    fs::write(
-        &sweep,
-        format!(
-            r#"{{"name": "s", "base": {:?}, "grid": {{"seed": [1, 2], "federation.rounds": [4]}}}}"#,
-            path(&base)
-        ),
-    )
-    .unwrap();
+    let grid = r#""grid": {"seed": [1, 2], "federation.rounds": [4]}"#;
+    let sweep = write_sweep_file(dir.path(), &experiment("breast-cancer"), grid);
     let sweep_into = |out: &Path, extra: &[&str], env: &[(&str, &str)]| {
         Command::new(env!("CARGO_BIN_EXE_fedsim"))
             .args(["sweep", path(&sweep), "--out", path(out), "--quiet"])

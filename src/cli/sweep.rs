@@ -42,6 +42,8 @@ pub(super) fn sweep(
         }
         return Ok(());
     }
+    // A folder the sweep cannot use is refused before the sweep announces anything.
+    sweep.states(&dir).map_err(|e| (e, None))?;
     let slice = args
         .shard
         .map(|shard| format!(" (slice {shard} of {all_runs})"))

@@ -19,6 +19,18 @@ pub fn experiment(name: &str) -> PathBuf {
     root().join("experiments").join(format!("{name}.json"))
 }
 
+/// Writes `dir/sweep.json`: a sweep named `s` of the experiment file `base`, with `fields`
+/// (JSON object members, such as `"grid": {"seed": [1, 2]}`) after its name and base.
+pub fn write_sweep_file(dir: &Path, base: &Path, fields: &str) -> PathBuf {
+    let path = dir.join("sweep.json");
+    let text = format!(
+        r#"{{"name": "s", "base": {:?}, {fields}}}"#,
+        base.to_str().unwrap()
+    );
+    fs::write(&path, text).unwrap();
+    path
+}
+
 /// Runs the `fedsim` binary with `args` and returns what it did.
 pub fn fedsim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fedsim"))
