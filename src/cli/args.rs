@@ -97,7 +97,7 @@ pub struct ReportArgs {
     /// Run folders, or folders of run folders such as a sweep's.
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
-    /// Report folder [default: the DIR, when only one is given].
+    /// Report folder: new, empty, or one fedsim made [default: the DIR, when only one is given].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Test accuracy to reach, as a fraction (e.g. 0.9): the table gives the first round
@@ -121,7 +121,7 @@ pub fn parse_target(text: &str) -> Result<f64, String> {
 pub struct SweepArgs {
     /// Sweep file (JSON); see the book's guide to sweeps (docs/src/how-to/sweeps.md).
     pub sweep: PathBuf,
-    /// Sweep folder [default: runs/NAME, after the sweep's name].
+    /// Sweep folder: new, empty, or one fedsim made [default: runs/NAME, after the sweep's name].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Experiments run at once; each gets an equal share of the cores as its workers.
@@ -149,7 +149,8 @@ pub struct RunArgs {
     /// (value read as JSON, or as a string if it is not JSON). Repeatable.
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub overrides: Vec<String>,
-    /// Run folder to create [default: runs/NAME-TIMESTAMP, after the experiment's name].
+    /// Run folder: new, empty, or one fedsim made; never a folder of yours [default:
+    /// runs/NAME-TIMESTAMP, after the experiment's name].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Backend that trains; overrides the file's `backend`.
