@@ -72,7 +72,7 @@ pub enum Found {
 }
 
 /// Looks at `dir` without changing it. A folder without a marker but with a checkpoint that
-/// reads back whole is a run folder written before markers existed, and a folder of such run
+/// reads back whole is a run folder written before markers existed, and a folder of fedsim's
 /// folders (and a report's files) a sweep folder of then.
 pub fn inspect(dir: &Path) -> Result<Found, WriteError> {
     let metadata = match fs::metadata(dir) {
@@ -85,7 +85,7 @@ pub fn inspect(dir: &Path) -> Result<Found, WriteError> {
     if let Some(kind) = marked_kind(dir) {
         return Ok(Found::Fedsim(kind));
     }
-    let mut names: Vec<String> = fs::read_dir(dir)
+    let names: Vec<String> = fs::read_dir(dir)
         .map_err(write_error(dir))?
         .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
         .filter(|name| !matches!(name, Ok(name) if name == MARKER_PARTIAL))
@@ -99,30 +99,32 @@ pub fn inspect(dir: &Path) -> Result<Found, WriteError> {
     if checkpoint_reads {
         return Ok(Found::Fedsim(FolderKind::Run));
     }
-    if is_unmarked_sweep(dir, &names)? {
-        return Ok(Found::Fedsim(FolderKind::Sweep));
-    }
-    names.sort();
-    Ok(Found::Foreign(names.swap_remove(0)))
+    unmarked_folder_of_folders(dir, names)
 }
 
 /// The files a report writes into a sweep folder.
 const REPORT_FILES: [&str; 4] = ["report.html", "summary.md", "summary.csv", "plots"];
 
-/// Whether `dir`, holding `names`, is a sweep folder of a version before markers: run folders
-/// (marked, or with a checkpoint) and a report's files, nothing else.
-fn is_unmarked_sweep(dir: &Path, names: &[String]) -> Result<bool, WriteError> {
-    let mut runs = 0;
-    for name in names {
+/// What `dir`, holding `names` and no marker, is: a sweep folder of a version before markers
+/// (or the `runs` folder fedsim's runs go to by default) when it holds fedsim's folders and a
+/// report's files and nothing else; otherwise foreign, named by its first entry that is not
+/// fedsim's.
+fn unmarked_folder_of_folders(dir: &Path, mut names: Vec<String>) -> Result<Found, WriteError> {
+    names.sort();
+    let mut folders = 0;
+    for name in &names {
         if REPORT_FILES.contains(&name.as_str()) {
             continue;
         }
-        if inspect(&dir.join(name))? != Found::Fedsim(FolderKind::Run) {
-            return Ok(false);
+        match inspect(&dir.join(name))? {
+            Found::Fedsim(_) => folders += 1,
+            _ => return Ok(Found::Foreign(name.clone())),
         }
-        runs += 1;
     }
-    Ok(runs > 0)
+    Ok(match folders {
+        0 => Found::Foreign(names.swap_remove(0)),
+        _ => Found::Fedsim(FolderKind::Sweep),
+    })
 }
 
 /// The kind the marker in `dir` names, if it holds one fedsim wrote.
@@ -346,6 +348,26 @@ mod tests {
         ));
         mark(&sweep, FolderKind::Report, &[FolderKind::Sweep]).unwrap();
         assert_eq!(inspect(&sweep).unwrap(), Found::Fedsim(FolderKind::Sweep));
+    }
+
+    #[test]
+    fn an_unmarked_folder_of_fedsims_folders_is_a_sweep_and_a_foreign_entry_is_named() {
+        let scratch = tempfile::tempdir().unwrap();
+        let runs = scratch.path().join("runs");
+        mark(&runs.join("a-run"), RUN, &[]).unwrap();
+        mark(&runs.join("b-sweep"), FolderKind::Sweep, &[]).unwrap();
+        fs::write(runs.join("report.html"), "").unwrap();
+        assert_eq!(inspect(&runs).unwrap(), Found::Fedsim(FolderKind::Sweep));
+        fs::create_dir(runs.join("c-mine")).unwrap();
+        fs::write(runs.join("c-mine/notes.txt"), "").unwrap();
+        assert_eq!(inspect(&runs).unwrap(), Found::Foreign("c-mine".into()));
+        let reports_only = scratch.path().join("reports-only");
+        fs::create_dir(&reports_only).unwrap();
+        fs::write(reports_only.join("summary.md"), "").unwrap();
+        assert_eq!(
+            inspect(&reports_only).unwrap(),
+            Found::Foreign("summary.md".into())
+        );
     }
 
     #[test]
