@@ -30,6 +30,9 @@ use sha2::{Digest, Sha256};
 use crate::network::{ClientId, Tensors};
 use crate::topology::InFlightState;
 
+/// The checkpoint's file name in a run folder.
+pub const CHECKPOINT: &str = "checkpoint.fedsim";
+
 const MAGIC: &[u8; 8] = b"FEDSIMCK";
 
 /// The format version this build writes and reads.

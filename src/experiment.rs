@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::Error;
 use crate::availability::Availability;
-use crate::checkpoint::RunState;
+use crate::checkpoint::{CHECKPOINT, RunState};
 use crate::config::ExperimentConfig;
 use crate::config::Placement;
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
@@ -16,7 +16,7 @@ use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
 use crate::output::claim::{self, Claim, FolderKind, Found};
 use crate::output::manifest::{PluginUse, Resume};
-use crate::output::run_folder::{CHECKPOINT, FolderError, Saved, claim_to_continue};
+use crate::output::run_folder::{FolderError, Saved, claim_to_continue};
 use crate::output::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
 use crate::registry::{
     self, AlgorithmChoice, DataChoice, ModelChoice, Origin, PartitionChoice, Registry,

@@ -92,7 +92,7 @@ pub enum Error {
     Folder(#[from] output::run_folder::FolderError),
     /// The run folder cannot be written.
     #[error(transparent)]
-    Write(#[from] output::run_folder::WriteError),
+    Write(#[from] output::atomic::WriteError),
     /// The federation stopped: a client failed, or a tier was lost.
     #[error(transparent)]
     Federation(#[from] topology::FederationError),
@@ -135,11 +135,7 @@ impl Error {
             | Error::Placement(_)
             | Error::Sweep(_) => true,
             Error::Folder(error) => error.is_bad_input(),
-            Error::Report(error) => !matches!(
-                error,
-                report::ReportError::Write(_)
-                    | report::ReportError::Folder(output::claim::ClaimError::Write(_))
-            ),
+            Error::Report(error) => error.is_bad_input(),
             _ => false,
         }
     }

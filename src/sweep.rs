@@ -31,10 +31,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::checkpoint::CHECKPOINT;
 use crate::config::strict_json;
 use crate::config::{ConfigError, ExperimentConfig, Override};
 use crate::output::claim::{self, Claim, FolderKind, Found, Hold};
-use crate::output::run_folder::{CHECKPOINT, Failure, FolderError, Saved};
+use crate::output::run_folder::{Failure, FolderError, Saved};
 use crate::output::{Progress, say};
 use crate::registry::Registry;
 use crate::stop::StopSignal;
@@ -291,20 +292,17 @@ impl Sweep {
     /// settings than the sweep now gives it, is refused.
     pub fn states(&self, dir: &Path) -> Result<Vec<FolderState>, Error> {
         claim::check(dir, FolderKind::Sweep, &[]).map_err(FolderError::from)?;
-        let finished = finished_runs(dir)?;
+        let saved = saved_runs(dir)?;
         self.runs
             .iter()
             .map(|run| {
-                let state = run_state(&dir.join(&run.name), &run.config)?;
+                let folder = dir.join(&run.name);
+                claim::check(&folder, FolderKind::Run, &[]).map_err(FolderError::from)?;
                 let now = serde_json::to_value(&run.config).expect("a config always serialises");
-                let held = finished
-                    .iter()
-                    .find(|(_, config)| same_experiment(config, &now))
-                    .map(|(name, _)| FolderState::Held(name.clone()));
-                Ok(match state {
-                    FolderState::New => held.unwrap_or(FolderState::New),
-                    other => other,
-                })
+                match saved.get(&run.name) {
+                    Some(own) => own.state_for(&folder, &now),
+                    None => Ok(held_by(&saved, &now).unwrap_or(FolderState::New)),
+                }
             })
             .collect()
     }
@@ -314,15 +312,16 @@ impl Sweep {
     /// if `plain`), and stops starting runs once `stop` is requested. A run that fails leaves
     /// its error in its folder ([`Failure`]), where the sweep's report finds it; the others go
     /// on.
+    /// `states` are what [`Sweep::states`] read of `dir`.
     pub fn run(
         &self,
         dir: &Path,
+        states: Vec<FolderState>,
         jobs: usize,
         plain: bool,
         registry: &Registry,
         stop: &StopSignal,
     ) -> Result<SweepOutcome, Error> {
-        let states = self.states(dir)?;
         // The slices of a sharded sweep share its folder, each playing runs of its own.
         let hold = match self.shard {
             Some(_) => Hold::Shared,
@@ -422,64 +421,73 @@ fn sweep_bar(runs: usize, plain: bool) -> Option<ProgressBar> {
     Some(ProgressBar::new(runs as u64).with_style(style))
 }
 
-/// The finished runs in the sweep folder `dir`, as their folder names and the configs their
-/// checkpoints hold.
-fn finished_runs(dir: &Path) -> Result<Vec<(String, Value)>, Error> {
+/// A run's checkpoint in a sweep folder: the settings it ran with and the rounds it finished.
+struct SavedRun {
+    config: Value,
+    round: u32,
+}
+
+impl SavedRun {
+    /// Whether the run has played all its rounds.
+    fn is_finished(&self) -> bool {
+        let rounds = self.config.pointer("/federation/rounds");
+        rounds.and_then(Value::as_u64) == Some(u64::from(self.round))
+    }
+
+    /// What this checkpoint, in the run's own `folder`, is to the run whose config is `now`.
+    fn state_for(&self, folder: &Path, now: &Value) -> Result<FolderState, Error> {
+        let fields = changed_fields(&self.config, now);
+        if !fields.is_empty() {
+            return Err(SweepError::Changed {
+                folder: folder.to_path_buf(),
+                fields,
+            }
+            .into());
+        }
+        Ok(match self.is_finished() {
+            true => FolderState::Finished,
+            false => FolderState::Partial,
+        })
+    }
+}
+
+/// The checkpoints of the run folders in the sweep folder `dir`, by folder name, each read
+/// once. The checkpoint alone says whether a run is finished and with which settings; the
+/// data are loaded (and checked) only when a run resumes.
+fn saved_runs(dir: &Path) -> Result<BTreeMap<String, SavedRun>, Error> {
+    let mut saved = BTreeMap::new();
     let Ok(entries) = fs::read_dir(dir) else {
-        return Ok(Vec::new());
+        return Ok(saved);
     };
-    let mut finished = Vec::new();
     for folder in entries.filter_map(|entry| entry.ok().map(|e| e.path())) {
         let is_run = matches!(claim::inspect(&folder)?, Found::Fedsim(FolderKind::Run));
-        if !is_run || !folder.join(CHECKPOINT).exists() {
-            continue;
-        }
-        let saved = Saved::read(&folder)?;
-        let rounds = saved.state.config.pointer("/federation/rounds");
-        if rounds.and_then(Value::as_u64) == Some(u64::from(saved.state.round)) {
+        if is_run && folder.join(CHECKPOINT).exists() {
+            let state = Saved::read(&folder)?.state;
             let name = folder.file_name().unwrap_or_default().to_string_lossy();
-            finished.push((name.into_owned(), saved.state.config));
+            let run = SavedRun {
+                config: state.config,
+                round: state.round,
+            };
+            saved.insert(name.into_owned(), run);
         }
     }
-    finished.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(finished)
+    Ok(saved)
+}
+
+/// The folder, among `saved`, of a finished run of the experiment `now` (the first by name).
+fn held_by(saved: &BTreeMap<String, SavedRun>, now: &Value) -> Option<FolderState> {
+    saved
+        .iter()
+        .find(|(_, run)| run.is_finished() && same_experiment(&run.config, now))
+        .map(|(name, _)| FolderState::Held(name.clone()))
 }
 
 /// Whether two resolved configs are one experiment: equal but for their names and the fields
 /// that do not change results.
 fn same_experiment(before: &Value, now: &Value) -> bool {
-    let (mut before, mut now) = (before.clone(), now.clone());
-    for config in [&mut before, &mut now] {
-        if let Some(config) = config.as_object_mut() {
-            config.remove("name");
-        }
-    }
-    changed_fields(&before, &now).is_empty()
-}
-
-/// What the run folder `folder` holds of the run with `config`.
-fn run_state(folder: &Path, config: &ExperimentConfig) -> Result<FolderState, Error> {
-    let found = claim::check(folder, FolderKind::Run, &[]).map_err(FolderError::from)?;
-    if !matches!(found, Found::Fedsim(_)) || !folder.join(CHECKPOINT).exists() {
-        return Ok(FolderState::New);
-    }
-    // The checkpoint alone says whether the run is finished and with which settings; the
-    // data are loaded (and checked) only when a run resumes.
-    let saved = Saved::read(folder)?;
-    let now = serde_json::to_value(config).expect("a config always serialises");
-    let fields = changed_fields(&saved.state.config, &now);
-    if !fields.is_empty() {
-        return Err(SweepError::Changed {
-            folder: folder.to_path_buf(),
-            fields,
-        }
-        .into());
-    }
-    Ok(if saved.state.round == config.federation.rounds {
-        FolderState::Finished
-    } else {
-        FolderState::Partial
-    })
+    changed_fields(before, now)
+        .iter()
+        .all(|field| field.starts_with("name is "))
 }
 
 /// Plays one run in `folder` (new, or resumed), with `workers` training threads for a new run;

@@ -321,7 +321,7 @@ fn partition(
         let title = format!("Labels per client: {}", experiment.config().name);
         let svg = crate::report::plots::label_distribution(counts, &title)
             .expect("a chart draws to memory");
-        crate::output::run_folder::write_atomically(path, svg.as_bytes())
+        crate::output::atomic::write_atomically(path, svg.as_bytes())
             .map_err(|e| (e.into(), None))?;
         say(format_args!("label chart: {}", path.display()));
     }

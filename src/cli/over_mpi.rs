@@ -43,7 +43,7 @@ pub(super) fn run(args: &RunArgs, registry: &Registry, stop: &StopSignal) -> Res
     let result = job.play(spread, args.quiet, stop);
     let failure = result.as_ref().err().map(|(error, _)| error);
     let record = finish(&cluster, connector, failure).expect("rank 0 gathers the record");
-    let written = crate::output::run_folder::write_atomically(
+    let written = crate::output::atomic::write_atomically(
         &dir.join("mpi.json"),
         serde_json::to_string_pretty(&record)
             .expect("the record serialises")

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::Cli;
 use crate::ExperimentConfig;
-use crate::output::run_folder::WriteError;
+use crate::output::atomic::WriteError;
 use crate::registry::{AlgorithmInfo, ComponentInfo, Origin, ParamInfo, Registry};
 use crate::strategy::Reduction;
 

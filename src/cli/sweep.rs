@@ -25,9 +25,10 @@ pub(super) fn sweep(
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("runs").join(&sweep.name));
+    // A folder the sweep cannot use is refused before the sweep announces anything.
+    let states = sweep.states(&dir).map_err(|e| (e, None))?;
     if args.dry_run {
-        let states = sweep.states(&dir).map_err(|e| (e, None))?;
-        for (run, state) in sweep.runs.iter().zip(states) {
+        for (run, state) in sweep.runs.iter().zip(&states) {
             let state = match state {
                 FolderState::New => "new".to_string(),
                 FolderState::Partial => "resumes".to_string(),
@@ -42,8 +43,6 @@ pub(super) fn sweep(
         }
         return Ok(());
     }
-    // A folder the sweep cannot use is refused before the sweep announces anything.
-    sweep.states(&dir).map_err(|e| (e, None))?;
     let slice = args
         .shard
         .map(|shard| format!(" (slice {shard} of {all_runs})"))
@@ -55,8 +54,25 @@ pub(super) fn sweep(
         args.jobs,
         dir.display()
     ));
+    // A run held under another folder name is reported from that folder.
+    let in_sweep_order: Vec<PathBuf> = sweep
+        .runs
+        .iter()
+        .zip(&states)
+        .map(|(run, state)| match state {
+            FolderState::Held(holder) => dir.join(holder),
+            _ => dir.join(&run.name),
+        })
+        .collect();
     let outcome = sweep
-        .run(&dir, usize::from(args.jobs), args.quiet, registry, stop)
+        .run(
+            &dir,
+            states,
+            usize::from(args.jobs),
+            args.quiet,
+            registry,
+            stop,
+        )
         .map_err(|e| (e, None))?;
     say(format_args!(
         "{} runs played, {} finished before, {} failed",
@@ -98,17 +114,6 @@ pub(super) fn sweep(
     let options = ReportOptions {
         target: sweep.target_accuracy,
     };
-    // A run held under another folder name is reported from that folder.
-    let states = sweep.states(&dir).map_err(|e| (e, None))?;
-    let in_sweep_order: Vec<PathBuf> = sweep
-        .runs
-        .iter()
-        .zip(states)
-        .map(|(run, state)| match state {
-            FolderState::Held(holder) => dir.join(holder),
-            _ => dir.join(&run.name),
-        })
-        .collect();
     let report = write_report(&in_sweep_order, &dir, options, registry);
     // A report of the finished runs is written even when some failed; the sweep still fails.
     match (first_failure, report) {

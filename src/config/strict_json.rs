@@ -73,11 +73,20 @@ struct Strict<'a> {
 }
 
 impl Strict<'_> {
-    fn child(&self, step: fmt::Arguments<'_>) -> Self {
-        let path = match (self.path.is_empty(), step.to_string()) {
-            (true, step) => step.trim_start_matches('.').to_string(),
-            (false, step) => format!("{}{step}", self.path),
-        };
+    /// The value of the key `key` of the object being read.
+    fn field(&self, key: &str) -> Self {
+        self.at(match self.path.is_empty() {
+            true => key.to_string(),
+            false => format!("{}.{key}", self.path),
+        })
+    }
+
+    /// The `index`-th item of the array being read.
+    fn item(&self, index: usize) -> Self {
+        self.at(format!("{}[{index}]", self.path))
+    }
+
+    fn at(&self, path: String) -> Self {
         Strict {
             path,
             duplicate: self.duplicate,
@@ -130,9 +139,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
-        while let Some(item) =
-            seq.next_element_seed(self.child(format_args!("[{}]", items.len())))?
-        {
+        while let Some(item) = seq.next_element_seed(self.item(items.len()))? {
             items.push(item);
         }
         Ok(Value::Array(items))
@@ -141,7 +148,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let child = self.child(format_args!(".{key}"));
+            let child = self.field(&key);
             if object.contains_key(&key) {
                 let message = format!("{} given twice", child.path);
                 *self.duplicate.borrow_mut() = Some(child.path);

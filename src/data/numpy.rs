@@ -214,6 +214,39 @@ fn header_depth(bytes: &[u8]) -> Option<usize> {
     Some(deepest)
 }
 
+/// The element types fedsim reads.
+#[derive(Debug, Clone, Copy)]
+enum Element {
+    U8,
+    F32,
+    F64,
+    I32,
+    I64,
+}
+
+impl Element {
+    /// The element type of a header's type character and size, if fedsim reads it.
+    fn of(type_char: TypeChar, size: u64) -> Option<Self> {
+        match (type_char, size) {
+            (TypeChar::Uint, 1) => Some(Element::U8),
+            (TypeChar::Float, 4) => Some(Element::F32),
+            (TypeChar::Float, 8) => Some(Element::F64),
+            (TypeChar::Int, 4) => Some(Element::I32),
+            (TypeChar::Int, 8) => Some(Element::I64),
+            _ => None,
+        }
+    }
+
+    /// Bytes per element.
+    fn size(self) -> usize {
+        match self {
+            Element::U8 => 1,
+            Element::F32 | Element::I32 => 4,
+            Element::F64 | Element::I64 => 8,
+        }
+    }
+}
+
 /// An array's elements, as fedsim keeps them.
 #[derive(Debug)]
 enum Values {
@@ -252,22 +285,13 @@ impl Array {
         let DType::Plain(element) = npy.dtype() else {
             return Err(unsupported(npy.dtype().descr()));
         };
-        let kind = (element.type_char(), element.size_field());
-        let readable = [
-            (TypeChar::Uint, 1),
-            (TypeChar::Float, 4),
-            (TypeChar::Float, 8),
-            (TypeChar::Int, 4),
-            (TypeChar::Int, 8),
-        ];
         // Told before the length, which means nothing for an unreadable type (`|O`: objects).
-        if !readable.contains(&kind) {
-            return Err(unsupported(element.to_string()));
-        }
+        let kind = Element::of(element.type_char(), element.size_field())
+            .ok_or_else(|| unsupported(element.to_string()))?;
         // The data must be all there before anything is allocated for it.
         let expected = shape
             .iter()
-            .try_fold(kind.1 as usize, |n, &d| n.checked_mul(d))
+            .try_fold(kind.size(), |n, &d| n.checked_mul(d))
             .ok_or_else(|| corrupt(format!("declares shape {shape:?}, too large to hold")))?;
         let found = npy.into_inner().len();
         if found != expected {
@@ -282,16 +306,15 @@ impl Array {
         }
         let npy = open()?;
         let values = match kind {
-            (TypeChar::Uint, 1) => npy.into_vec::<u8>().map(Values::Bytes),
-            (TypeChar::Float, 4) => npy.into_vec::<f32>().map(Values::Floats),
-            (TypeChar::Float, 8) => npy
+            Element::U8 => npy.into_vec::<u8>().map(Values::Bytes),
+            Element::F32 => npy.into_vec::<f32>().map(Values::Floats),
+            Element::F64 => npy
                 .into_vec::<f64>()
                 .map(|v| Values::Floats(v.into_iter().map(|x| x as f32).collect())),
-            (TypeChar::Int, 4) => npy
+            Element::I32 => npy
                 .into_vec::<i32>()
                 .map(|v| Values::Integers(v.into_iter().map(i64::from).collect())),
-            (TypeChar::Int, 8) => npy.into_vec::<i64>().map(Values::Integers),
-            _ => return Err(unsupported(element.to_string())),
+            Element::I64 => npy.into_vec::<i64>().map(Values::Integers),
         }
         .map_err(|e| corrupt(format!("cannot be read: {e}")))?;
         Ok(Self {

@@ -356,13 +356,15 @@ fn quoted_list(names: &[String]) -> String {
 /// Refuses labels that cannot make a classifier: one class in all, or (unless `allow_rare`) a
 /// class that a single row holds, named with its table and row.
 fn check_class_sizes(tables: &[&Table], allow_rare: bool) -> Result<(), DataError> {
-    let mut rows: BTreeMap<&str, Vec<(&Path, usize)>> = BTreeMap::new();
+    // Each class's row count, and where its first row stands.
+    let mut classes: BTreeMap<&str, (usize, &Path, usize)> = BTreeMap::new();
     for table in tables {
         for (row, label) in table.labels.iter().enumerate() {
-            rows.entry(label).or_default().push((&table.path, row + 1));
+            let first = (0, table.path.as_path(), row + 1);
+            classes.entry(label).or_insert(first).0 += 1;
         }
     }
-    if let [(label, _)] = rows.iter().collect::<Vec<_>>()[..] {
+    if let (1, Some(label)) = (classes.len(), classes.keys().next()) {
         return Err(DataError::Corrupt {
             path: tables[0].path.clone(),
             reason: format!(
@@ -370,13 +372,11 @@ fn check_class_sizes(tables: &[&Table], allow_rare: bool) -> Result<(), DataErro
             ),
         });
     }
-    let lone = rows.iter().find(|(_, at)| at.len() == 1);
-    match lone {
-        Some((label, at)) if !allow_rare => Err(DataError::Corrupt {
-            path: at[0].0.to_path_buf(),
+    match classes.iter().find(|(_, (count, ..))| *count == 1) {
+        Some((label, (_, path, row))) if !allow_rare => Err(DataError::Corrupt {
+            path: path.to_path_buf(),
             reason: format!(
-                "has the label {label:?} on row {} alone, a class of one row: a stray value, or set \"data.allow_rare_classes\": true to keep it as a class",
-                at[0].1
+                "has the label {label:?} on row {row} alone, a class of one row: a stray value, or set \"data.allow_rare_classes\": true to keep it as a class"
             ),
         }),
         _ => Ok(()),

@@ -10,8 +10,8 @@ use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use super::run_folder::{CHECKPOINT, WriteError};
-use crate::checkpoint::RunState;
+use super::atomic::{WriteError, write_atomically, write_error};
+use crate::checkpoint::{CHECKPOINT, RunState};
 
 /// The marker: a folder holding it, with its kind's text, was made by fedsim.
 pub const MARKER: &str = ".fedsim";
@@ -186,6 +186,13 @@ pub enum ClaimError {
     Write(#[from] WriteError),
 }
 
+impl ClaimError {
+    /// Whether the user's choice of folder is at fault, rather than the disk.
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, ClaimError::Write(_))
+    }
+}
+
 /// Checks that fedsim may write a folder of `kind` at `dir` (absent, empty, or fedsim's own of
 /// a kind in `accepted`), without changing anything; returns what is there.
 pub fn check(dir: &Path, kind: FolderKind, accepted: &[FolderKind]) -> Result<Found, ClaimError> {
@@ -217,7 +224,7 @@ pub fn mark(dir: &Path, kind: FolderKind, accepted: &[FolderKind]) -> Result<(),
         _ => kind,
     };
     fs::create_dir_all(dir).map_err(write_error(dir))?;
-    super::run_folder::write_atomically(&dir.join(MARKER), kind.marker_text().as_bytes())?;
+    write_atomically(&dir.join(MARKER), kind.marker_text().as_bytes())?;
     Ok(())
 }
 
@@ -283,12 +290,6 @@ fn holder(lock: &mut File) -> Option<u32> {
     lock.rewind().ok()?;
     Read::by_ref(lock).take(32).read_to_string(&mut text).ok()?;
     text.trim().parse().ok()
-}
-
-/// Turns an I/O error on `path` into a [`WriteError`].
-fn write_error(path: &Path) -> impl FnOnce(io::Error) -> WriteError {
-    let path = path.to_path_buf();
-    move |source| WriteError { path, source }
 }
 
 #[cfg(test)]

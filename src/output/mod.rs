@@ -1,6 +1,7 @@
 //! What a run reports: per-round records, the manifest, the run folder they are written to,
 //! and the progress display.
 
+pub mod atomic;
 pub mod claim;
 pub mod manifest;
 pub mod metrics;

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::RoundRecord;
+use super::atomic::{WriteError, remove_partials, write_atomically, write_error};
 use super::claim::{self, Claim, ClaimError, FolderKind, Found, Hold};
-use crate::checkpoint::RunState;
+use crate::checkpoint::{CHECKPOINT, RunState};
 
 /// Where a run writes its results. `metrics.jsonl` gets one line per round, flushed as the
 /// round ends, so a killed run keeps its finished rounds; whole-file outputs are written to a
@@ -23,9 +24,6 @@ pub struct RunFolder {
 
 /// The per-round results.
 const METRICS: &str = "metrics.jsonl";
-
-/// The state a run continues from.
-pub const CHECKPOINT: &str = "checkpoint.fedsim";
 
 /// A folder that cannot serve the run asked for: the user's choice of folder is at fault.
 #[derive(Debug, thiserror::Error)]
@@ -59,10 +57,11 @@ pub enum FolderError {
 impl FolderError {
     /// Whether the user's choice of folder is at fault, rather than the disk.
     pub fn is_bad_input(&self) -> bool {
-        !matches!(
-            self,
-            FolderError::Write(_) | FolderError::Claim(ClaimError::Write(_))
-        )
+        match self {
+            FolderError::Claim(error) => error.is_bad_input(),
+            FolderError::Write(_) => false,
+            FolderError::HoldsRun { .. } | FolderError::NotResumable { .. } => true,
+        }
     }
 
     /// `dir` cannot be resumed, for `reason`.
@@ -72,16 +71,6 @@ impl FolderError {
             reason,
         }
     }
-}
-
-/// A run folder that cannot be written, with the path.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write {path}: {source}")]
-pub struct WriteError {
-    /// The file or folder.
-    pub path: PathBuf,
-    /// Why.
-    pub source: io::Error,
 }
 
 impl RunFolder {
@@ -181,61 +170,6 @@ impl Failure {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file beside it and a rename, so that the file
-/// is either whole or as it was. A write that fails (a full disk, say) removes what it wrote.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
-    let partial = partial_path(path);
-    fs::write(&partial, bytes)
-        .and_then(|()| fs::rename(&partial, path))
-        .map_err(|error| {
-            let _ = fs::remove_file(&partial);
-            write_error(path)(error)
-        })?;
-    crash_point(path);
-    Ok(())
-}
-
-/// The environment variable naming a file (`config.json`, `checkpoint.fedsim`, …) after whose
-/// first write the process kills itself.
-pub const CRASH_AFTER: &str = "FEDSIM_CRASH_AFTER";
-
-/// Ends the process at once with SIGKILL, as `kill -9` would, if `path` is the file that
-/// [`CRASH_AFTER`] names: the crash tests stop a run at an exact point of its folder's life
-/// this way, where polling for a file would race the process.
-fn crash_point(path: &Path) {
-    let Some(name) = std::env::var_os(CRASH_AFTER) else {
-        return;
-    };
-    if path.file_name() == Some(name.as_os_str()) {
-        // SAFETY: kill with this process's own id and a valid signal number touches no memory.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-        }
-    }
-}
-
-/// Where [`write_atomically`] writes `path` before renaming it.
-fn partial_path(path: &Path) -> PathBuf {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    path.with_file_name(format!(".{name}{PARTIAL}"))
-}
-
-/// The ending of the temporary files of [`write_atomically`].
-const PARTIAL: &str = ".partial";
-
-/// Removes the temporary files that a process killed while writing left in `dir`.
-fn remove_partials(dir: &Path) -> Result<(), WriteError> {
-    let entries = fs::read_dir(dir).map_err(write_error(dir))?;
-    for entry in entries {
-        let path = entry.map_err(write_error(dir))?.path();
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if name.starts_with('.') && name.ends_with(PARTIAL) {
-            fs::remove_file(&path).map_err(write_error(&path))?;
-        }
-    }
-    Ok(())
-}
-
 /// What a run folder holds of a run to continue, read without changing anything: its
 /// checkpoint and the records of the rounds the checkpoint covers.
 #[derive(Debug)]
@@ -328,10 +262,4 @@ pub fn claim_to_continue(dir: &Path) -> Result<Claim, FolderError> {
         )),
         _ => Ok(Claim::take(dir, FolderKind::Run, &[], Hold::Alone)?),
     }
-}
-
-/// Turns an I/O error on `path` into a [`WriteError`].
-fn write_error(path: &Path) -> impl FnOnce(io::Error) -> WriteError {
-    let path = path.to_path_buf();
-    move |source| WriteError { path, source }
 }

@@ -20,8 +20,8 @@ use serde_json::Value;
 use crate::Experiment;
 use crate::config::{ExperimentConfig, PartitionConfig};
 use crate::output::RoundRecord;
+use crate::output::atomic::{WriteError, write_atomically};
 use crate::output::claim::{self, ClaimError, FolderKind};
-use crate::output::run_folder::{WriteError, write_atomically};
 use crate::registry::Registry;
 use plots::{Axes, Curve, DrawError};
 use runs::Configuration;
@@ -98,6 +98,15 @@ pub enum ReportError {
 }
 
 impl ReportError {
+    /// Whether the folders given or the report folder are at fault, rather than the disk.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            ReportError::Folder(error) => error.is_bad_input(),
+            ReportError::Write(_) => false,
+            _ => true,
+        }
+    }
+
     /// Wraps an I/O error reading `path`.
     fn read(path: &Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
         move |source| ReportError::Read {
