@@ -17,7 +17,8 @@ use std::time::Instant;
 
 use fedsim::cluster::{self, Cluster};
 use fedsim::config::{Placement, PlacementConfig, SchedulerMode, TopologyConfig};
-use fedsim::topology::{self, Connector, InProcess};
+use fedsim::connect::{Connector, InProcess};
+use fedsim::topology;
 use fedsim::training::{ClientTrainer, EchoTrainer, InjectedFaults};
 
 #[global_allocator]

@@ -23,12 +23,30 @@
 //! Readers look sections up by name and ignore the ones they do not know.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::network::{ClientId, Tensors};
-use crate::topology::InFlightState;
+
+/// A client in flight, as a checkpoint keeps it: resuming sends it the same model at the same
+/// simulated time, and its answer arrives as it would have.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InFlightState {
+    /// The dispatch's number, from 1.
+    pub dispatch: u32,
+    /// The client.
+    pub client: ClientId,
+    /// Server steps taken when it was dispatched (`τ`).
+    pub version: u32,
+    /// Simulated time it was dispatched.
+    pub sent_at: f64,
+    /// The global model it was sent.
+    pub model: Arc<[f32]>,
+    /// Its state when it was dispatched, if it keeps one.
+    pub state: Option<Tensors>,
+}
 
 /// The checkpoint's file name in a run folder.
 pub const CHECKPOINT: &str = "checkpoint.fedsim";

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use crate::Error;
 use crate::availability::Availability;
-use crate::checkpoint::{CHECKPOINT, RunState};
+use crate::checkpoint::{CHECKPOINT, InFlightState, RunState};
 use crate::config::ExperimentConfig;
 use crate::config::Placement;
+use crate::connect::InProcess;
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
 use crate::data::{ClientSplit, DataFile, Dataset, SplitInput, TrainTest};
 use crate::model::flat::{Layout, initial_params};
@@ -26,8 +27,8 @@ use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::{ServerHalf, Setting};
 use crate::topology::{
-    self, AsyncSetup, ClientConditions, EvaluationPlan, FederationError, GroupSetup, InFlightState,
-    InProcess, Plan, ServerSetup, Spread, Start,
+    self, AsyncSetup, ClientConditions, EvaluationPlan, FederationError, GroupSetup, Plan,
+    ServerSetup, Spread, Start,
 };
 use crate::training::{ClientTests, TestEvaluator};
 use crate::training::{InjectedFaults, Trainer, TrainerSetup};

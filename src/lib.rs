@@ -54,6 +54,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod conformance;
+pub mod connect;
 pub mod data;
 pub mod experiment;
 pub mod model;

@@ -57,6 +57,14 @@ pub fn main(registry: Registry) -> ExitCode {
         Command::Run(args) => {
             // Only a run has work worth stopping cleanly; other commands end as signals say.
             signal = Some(watch_signals(&stop));
+            // Started by an MPI launcher, this process is one rank of a run over MPI.
+            #[cfg(feature = "mpi")]
+            if crate::cluster::launched() {
+                over_mpi::run(&args, &registry, &stop)
+            } else {
+                run::run_command(&args, &registry, &stop)
+            }
+            #[cfg(not(feature = "mpi"))]
             run::run_command(&args, &registry, &stop)
         }
         Command::Partition { experiment, plot } => {

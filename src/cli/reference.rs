@@ -14,7 +14,7 @@ use clap::CommandFactory;
 use serde_json::{Value, json};
 
 use super::Cli;
-use crate::ExperimentConfig;
+use crate::config::ExperimentConfig;
 use crate::output::atomic::WriteError;
 use crate::registry::{AlgorithmInfo, ComponentInfo, Origin, ParamInfo, Registry};
 use crate::strategy::Reduction;

@@ -5,23 +5,19 @@ use std::path::{Path, PathBuf};
 
 use super::{Failure, RunArgs, load};
 use crate::config::Placement;
+use crate::connect::InProcess;
 use crate::output::{Progress, RunFolder, say};
 use crate::registry::Registry;
 use crate::stop::StopSignal;
-use crate::topology::{InProcess, Spread};
+use crate::topology::Spread;
 use crate::{Experiment, Run, RunResult};
 
-/// `fedsim run`: in this process, or, when an MPI launcher started it, as one rank of a run
-/// over MPI.
+/// `fedsim run` in this process (over MPI, [`super::over_mpi::run`] plays a rank's part).
 pub(super) fn run_command(
     args: &RunArgs,
     registry: &Registry,
     stop: &StopSignal,
 ) -> Result<(), Failure> {
-    #[cfg(feature = "mpi")]
-    if crate::cluster::launched() {
-        return super::over_mpi::run(args, registry, stop);
-    }
     let Some((job, placement)) = Job::open(args, registry, 1)? else {
         return Ok(());
     };

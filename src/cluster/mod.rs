@@ -21,7 +21,7 @@ use serde::Serialize;
 pub use relay::MpiConnector;
 use wire::{TIERS, Wire};
 
-use crate::ExperimentConfig;
+use crate::config::ExperimentConfig;
 use crate::config::Placement;
 
 /// The environment variables by which MPI launchers (Open MPI's `mpirun`, MPICH's

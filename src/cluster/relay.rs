@@ -9,9 +9,9 @@ use std::thread::{self, JoinHandle};
 
 use super::wire::{Frame, MAX_LINKS, Route, TIERS, Wire};
 use crate::config::Placement;
+use crate::connect::{Connection, Connector};
 use crate::network::{ClientId, Inlet, Link, LinkEnd, LinkProfiles, Message, NodeId, Tensors};
 use crate::states::ClientStates;
-use crate::topology::{Connection, Connector};
 
 /// Makes the links of the tree for the process of rank `rank`.
 pub struct MpiConnector {

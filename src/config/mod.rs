@@ -14,6 +14,7 @@ use serde_json::Value;
 
 mod asynchronous;
 mod availability;
+mod byzantine;
 pub mod check;
 mod hints;
 mod network;
@@ -38,7 +39,7 @@ pub use topology::{SchedulerMode, TopologyConfig};
 pub use work::{LocalWork, Work, WorkPlan};
 
 use crate::backend::BackendKind;
-pub use crate::byzantine::ByzantineConfig;
+pub use byzantine::{Attack, ByzantineConfig};
 
 /// A whole experiment: data, model, federation, local training and evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

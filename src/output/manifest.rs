@@ -9,7 +9,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::data::DataFile;
-use crate::registry::Origin;
 
 /// The build of fedsim and the machine a run (or a part of it) ran on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,4 +159,31 @@ pub struct Resume {
     pub data_files: Vec<DataFile>,
     /// Its command line.
     pub command_line: Vec<String>,
+}
+
+/// The crate that registers a component, and its version: recorded in a run's manifest, so
+/// that a run says which plug-ins made it. [`origin!`](crate::origin) gives the calling
+/// crate's own; the registry hands it to plug-ins as `registry::Origin`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The crate's name (`CARGO_PKG_NAME`).
+    #[serde(rename = "crate")]
+    pub crate_name: String,
+    /// Its version (`CARGO_PKG_VERSION`).
+    pub version: String,
+}
+
+impl Origin {
+    /// The crate `name` at `version`.
+    pub fn new(name: &str, version: &str) -> Self {
+        Self {
+            crate_name: name.to_string(),
+            version: version.to_string(),
+        }
+    }
+
+    /// fedsim itself, for its built-ins.
+    pub fn fedsim() -> Self {
+        crate::origin!()
+    }
 }

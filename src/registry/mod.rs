@@ -31,8 +31,6 @@ pub use partition::PartitionChoice;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::check::Problems;
 use crate::config::{
     Catalogue, ConfigError, DataConfig, ExperimentConfig, FieldError, ModelConfig, PartitionConfig,
@@ -47,32 +45,7 @@ use data::DataEntry;
 use model::ModelEntry;
 use partition::PartitionerEntry;
 
-/// The crate that registers a component, and its version: recorded in a run's manifest, so
-/// that a run says which plug-ins made it. [`origin!`](crate::origin) gives the calling
-/// crate's own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Origin {
-    /// The crate's name (`CARGO_PKG_NAME`).
-    #[serde(rename = "crate")]
-    pub crate_name: String,
-    /// Its version (`CARGO_PKG_VERSION`).
-    pub version: String,
-}
-
-impl Origin {
-    /// The crate `name` at `version`.
-    pub fn new(name: &str, version: &str) -> Self {
-        Self {
-            crate_name: name.to_string(),
-            version: version.to_string(),
-        }
-    }
-
-    /// fedsim itself, for its built-ins.
-    pub fn fedsim() -> Self {
-        crate::origin!()
-    }
-}
+pub use crate::output::manifest::Origin;
 
 /// The calling crate as an [`Origin`]: its name and version, read where the macro is written.
 #[macro_export]

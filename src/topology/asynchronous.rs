@@ -31,96 +31,21 @@ use std::time::Instant;
 
 use rand::RngExt;
 
+use crate::checkpoint::InFlightState;
 use crate::config::FailurePolicy;
 use crate::network::Traffic;
-use crate::network::message::HEADER_BYTES;
-use crate::network::{
-    ClientId, ClientInfo, DropReason, Dropped, LinkProfile, LinkProfiles, Message, Tensors, Update,
-};
+use crate::network::{ClientId, DropReason, Dropped, Message, Update};
 use crate::output::{RoundRecord, StalenessRecord, TierTraffic};
 use crate::seed::{Purpose, stream};
 use crate::strategy::{Arrival, AsyncStrategy, ServerHalf};
 
 use super::FederationError;
-use super::client_group::{ClientConditions, Response};
+use super::clock::Clock;
 use super::collector::Failure;
 use super::server::{Roster, RoundEnd, Server, lost, protocol, wall_ms};
 
 /// The draw of the client each dispatch sends the model to, per dispatch.
 const DISPATCH: Purpose = Purpose::new("async-dispatch");
-
-/// How an asynchronous federation runs.
-#[derive(Debug, Clone)]
-pub struct AsyncSetup {
-    /// Clients in flight at once.
-    pub concurrency: usize,
-    /// Where a resumed run left off: the dispatches counted and the clients in flight, as the
-    /// checkpoint holds them; `None` for a new run.
-    pub resume: Option<(u32, Vec<InFlightState>)>,
-}
-
-/// A client in flight, as a checkpoint keeps it: resuming sends it the same model at the same
-/// simulated time, and its answer arrives as it would have.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InFlightState {
-    /// The dispatch's number, from 1.
-    pub dispatch: u32,
-    /// The client.
-    pub client: ClientId,
-    /// Server steps taken when it was dispatched (`τ`).
-    pub version: u32,
-    /// Simulated time it was dispatched.
-    pub sent_at: f64,
-    /// The global model it was sent.
-    pub model: Arc<[f32]>,
-    /// Its state when it was dispatched, if it keeps one.
-    pub state: Option<Tensors>,
-}
-
-/// What the server knows of the simulated clock: everything that decides when a dispatched
-/// client's answer arrives, as the client group and the links compute it.
-#[derive(Debug, Clone)]
-pub struct Clock {
-    /// The clients' links.
-    pub client_links: LinkProfiles,
-    /// The link between the server and a relaying scheduler, where there is one.
-    pub server_link: Option<LinkProfile>,
-    /// How the clients answer.
-    pub conditions: ClientConditions,
-}
-
-impl Clock {
-    /// The earliest simulated time the answer to `downlink`, sent to `client` at `sent_at` as
-    /// dispatch `dispatch` with a model of `params` values, can reach the server: exactly when
-    /// it does, unless the update carries extra tensors (which make it later).
-    pub fn earliest_answer(
-        &self,
-        dispatch: u32,
-        client: ClientInfo,
-        sent_at: f64,
-        downlink: &Message,
-        params: usize,
-    ) -> f64 {
-        let profile = self.client_links.for_message(downlink);
-        let relay = |bytes: u64| self.server_link.map_or(0.0, |l| l.transfer_seconds(bytes));
-        let down = downlink.wire_bytes();
-        let arrived = sent_at + relay(down) + profile.transfer_seconds(down);
-        let answer_at =
-            |left: f64, bytes: u64| left + profile.transfer_seconds(bytes) + relay(bytes);
-        let dropped = Message::Dropped {
-            round: dispatch,
-            clients: vec![Dropped::new(client.id, DropReason::Dropout)],
-        }
-        .wire_bytes();
-        // An uplink of one client's model without extra tensors.
-        let uplink = HEADER_BYTES + 16 + 4 + 4 * params as u64;
-        match self.conditions.response((dispatch, 0), client, arrived) {
-            Response::DropsOut => answer_at(arrived, dropped),
-            Response::GoesOffline(at) => answer_at(at, dropped),
-            Response::Trains { finishes, .. } => answer_at(finishes, uplink),
-        }
-    }
-}
 
 /// What a client in flight answered.
 enum Answer {

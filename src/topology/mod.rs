@@ -9,6 +9,7 @@
 
 pub mod asynchronous;
 pub mod client_group;
+mod clock;
 pub mod collector;
 pub mod scheduler;
 pub mod server;
@@ -17,18 +18,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;
 
-pub use asynchronous::{AsyncSetup, Clock, InFlightState};
 pub use client_group::{ClientConditions, ClientGroup, GroupSetup};
+pub use clock::Clock;
 pub use collector::Foresight;
 pub use scheduler::{ClientConnector, SchedulerSetup, ServerConnector};
-pub use server::{
-    Child, EvaluationPlan, ModelEvaluator, RoundEnd, Server, ServerLinks, ServerSetup, Start,
-};
+pub use server::AsyncSetup;
+pub use server::{Child, EvaluationPlan, RoundEnd, Server, ServerLinks, ServerSetup, Start};
 
 use crate::config::{NetworkConfig, Placement, SchedulerMode, TopologyConfig};
-use crate::network::{ClientId, Link, LinkEnd, LinkProfiles, NodeId};
+use crate::connect::{Connector, InProcess};
+use crate::network::{ClientId, Link, LinkProfiles, NodeId};
 use crate::output::TierTraffic;
-use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
 use crate::training::{ClientTrainer, panic_message};
@@ -176,60 +176,12 @@ type Tier<'scope, T = ()> = (
     thread::ScopedJoinHandle<'scope, Result<T, FederationError>>,
 );
 
-/// Makes the links between the tiers of a tree, and says which tiers run in this process: all
-/// of them, or, in a run over MPI, those of this process's rank, whose links to tiers on other
-/// ranks it relays. The tiers see the same [`LinkEnd`]s either way.
-pub trait Connector {
-    /// Whether this process runs `node`.
-    fn hosts(&self, node: NodeId) -> bool;
-
-    /// The link from `upper` (nearer the server) to `lower`, with the ends of the two that run
-    /// here. A scheduler's child link is made before its link to the server.
-    fn connect(&mut self, upper: NodeId, lower: NodeId, profiles: LinkProfiles) -> Connection;
-
-    /// Hands over the clients' states (SCAFFOLD's and FedDyn's) before the first link is made,
-    /// for a transport between processes to carry with the messages that concern their
-    /// clients. In one process the trainer and the server share them, and this does nothing.
-    fn carry_states(&mut self, _states: &Arc<ClientStates>) {}
-}
-
 /// Where a run's tiers are: the rank of each, and the connector that links them.
 pub struct Spread<'a> {
     /// The rank of each scheduler and client group.
     pub placement: Placement,
     /// Makes the links and says which tiers this process runs.
     pub connector: &'a mut dyn Connector,
-}
-
-/// A link as [`Connector::connect`] makes it.
-#[derive(Debug)]
-pub struct Connection {
-    /// Its traffic counters (in a run over MPI, for a link between two other processes, what
-    /// they report).
-    pub link: Link,
-    /// The upper tier's end, if that tier runs here.
-    pub upper: Option<LinkEnd>,
-    /// The lower tier's end, if that tier runs here.
-    pub lower: Option<LinkEnd>,
-}
-
-/// Every tier in this process, joined by in-process channels.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct InProcess;
-
-impl Connector for InProcess {
-    fn hosts(&self, _node: NodeId) -> bool {
-        true
-    }
-
-    fn connect(&mut self, upper: NodeId, lower: NodeId, profiles: LinkProfiles) -> Connection {
-        let (link, upper, lower) = Link::new(upper, lower, profiles);
-        Connection {
-            link,
-            upper: Some(upper),
-            lower: Some(lower),
-        }
-    }
 }
 
 /// Builds the tree `plan` describes over the shared `trainer`, all in this process, runs it,

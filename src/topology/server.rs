@@ -8,17 +8,29 @@ use std::time::Instant;
 use rand::seq::index;
 
 use crate::availability::Availability;
+use crate::checkpoint::InFlightState;
 use crate::config::FailurePolicy;
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
-use crate::output::{ClientAccuracy, Evaluation, RoundRecord};
+use crate::output::RoundRecord;
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::{Aggregate, Collected, Reads, Round, ServerHalf, Strategy};
+use crate::training::ModelEvaluator;
 
-use super::asynchronous::{AsyncSetup, Clock, InFlightState};
+use super::clock::Clock;
 use super::collector::{Foresight, Gathered, RoundCollector, RoundOutcome};
 use super::{FederationError, TrafficMeter};
+
+/// How an asynchronous federation runs.
+#[derive(Debug, Clone)]
+pub struct AsyncSetup {
+    /// Clients in flight at once.
+    pub concurrency: usize,
+    /// Where a resumed run left off: the dispatches counted and the clients in flight, as the
+    /// checkpoint holds them; `None` for a new run.
+    pub resume: Option<(u32, Vec<InFlightState>)>,
+}
 
 /// What the server needs besides its links.
 pub struct ServerSetup {
@@ -70,17 +82,6 @@ impl EvaluationPlan {
         };
         due || round == rounds
     }
-}
-
-/// What scores the global model for the server, as a [`crate::training::ClientTrainer`] trains
-/// its clients for the client groups: the tree knows no model, data set or backend.
-/// [`crate::training::TestEvaluator`] scores it on burn.
-pub trait ModelEvaluator: Send {
-    /// The model's accuracy and loss on the test set.
-    fn test(&self, params: &[f32]) -> Evaluation;
-
-    /// The spread of its accuracy over the clients' own test samples, if they hold any.
-    fn clients(&self, params: &[f32]) -> Option<ClientAccuracy>;
 }
 
 /// The point a federation starts from.

@@ -7,6 +7,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::{Device, Int, Tensor};
 use rayon::prelude::*;
 
+use super::ModelEvaluator;
 use super::batch::{Altered, batch};
 use super::sgd::LocalData;
 use crate::backend::BackendKind;
@@ -14,7 +15,6 @@ use crate::data::Dataset;
 use crate::model::{Net, flat};
 use crate::output::{ClientAccuracy, Evaluation};
 use crate::registry::ModelChoice;
-use crate::topology::ModelEvaluator;
 
 /// Evaluates the model `params` (of architecture `model`) on all of `data`, `batch_size`
 /// samples per forward pass. Batches run in parallel on the current rayon pool, each thread

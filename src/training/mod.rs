@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::{FaultConfig, FaultKind};
 use crate::network::{ClientId, Tensors, Update};
+use crate::output::{ClientAccuracy, Evaluation};
 
 /// One client's work in one round (or one edge round of it).
 #[derive(Debug, Clone)]
@@ -54,6 +55,17 @@ pub struct ClientFailure {
     pub client: ClientId,
     /// The error or panic message.
     pub error: String,
+}
+
+/// What scores the global model for the server, as a [`ClientTrainer`] trains its clients for
+/// the client groups: the tree knows no model, data set or backend. [`TestEvaluator`] scores
+/// it on burn.
+pub trait ModelEvaluator: Send {
+    /// The model's accuracy and loss on the test set.
+    fn test(&self, params: &[f32]) -> Evaluation;
+
+    /// The spread of its accuracy over the clients' own test samples, if they hold any.
+    fn clients(&self, params: &[f32]) -> Option<ClientAccuracy>;
 }
 
 /// What a client group hands its clients' work to. [`Trainer`] trains them on burn;

@@ -12,7 +12,7 @@ use super::evaluate::mean_loss;
 use super::sgd::{LocalData, LocalTask, TrainError, local_train};
 use super::{ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, answer};
 use crate::backend::BackendKind;
-use crate::byzantine::Attack;
+use crate::config::Attack;
 use crate::config::ClientConfig;
 use crate::data::Dataset;
 use crate::data::partition::Partition;
