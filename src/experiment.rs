@@ -27,7 +27,7 @@ use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::{ServerHalf, Setting};
 use crate::topology::{
-    self, AsyncSetup, ClientConditions, EvaluationPlan, FederationError, GroupSetup, Plan,
+    self, ClientConditions, EvaluationPlan, FederationError, GroupSetup, Plan, ServerMode,
     ServerSetup, Spread, Start,
 };
 use crate::training::{ClientTests, TestEvaluator};
@@ -495,19 +495,28 @@ impl Experiment {
             in_flight,
         } = server;
         let config = &self.config;
+        let mode = match (strategy, config.asynchronous) {
+            (ServerHalf::Rounds(strategy), _) => ServerMode::Rounds {
+                strategy,
+                clients_per_round: config.federation.clients_per_round.unwrap_or_default(),
+                deadline_s: config.availability.deadline_s,
+            },
+            (ServerHalf::Asynchronous(strategy), Some(asynchronous)) => ServerMode::Asynchronous {
+                strategy,
+                concurrency: asynchronous.concurrency,
+                resume: in_flight,
+            },
+            (ServerHalf::Asynchronous(_), None) => {
+                unreachable!("the asynchronous half is built for an asynchronous section")
+            }
+        };
         let server = ServerSetup {
             seed: config.seed,
             rounds: config.federation.rounds,
-            clients_per_round: config.federation.clients_per_round.unwrap_or_default(),
-            deadline_s: config.availability.deadline_s,
             on_client_failure: config.availability.on_client_failure,
             start,
             initial_model: model,
-            strategy,
-            asynchronous: config.asynchronous.map(|a| AsyncSetup {
-                concurrency: a.concurrency,
-                resume: in_flight,
-            }),
+            mode,
             availability: self.availability.clone(),
             client_states: states.clone(),
             evaluation: Some(EvaluationPlan {

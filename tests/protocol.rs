@@ -19,13 +19,12 @@ use fedsim::output::RoundRecord;
 use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{
-    Aggregate, Collected, EdgeAggregation, FedAvgServer, Reads, Round, ServerHalf,
-    Strategy as Aggregation,
+    Aggregate, Collected, EdgeAggregation, FedAvgServer, Reads, Round, Strategy as Aggregation,
 };
 use fedsim::topology::client_group::drops_out;
 use fedsim::topology::server::sample;
 use fedsim::topology::{
-    self, ClientConditions, FederationError, GroupSetup, Plan, ServerSetup, Start,
+    self, ClientConditions, FederationError, GroupSetup, Plan, ServerMode, ServerSetup, Start,
 };
 use fedsim::training::{
     Answer, ClientFailure, ClientTrainer, Done, EchoTrainer, InjectedFaults, Job,
@@ -208,13 +207,14 @@ impl Case {
             server: ServerSetup {
                 seed: self.seed,
                 rounds: self.rounds,
-                clients_per_round: self.clients_per_round,
-                deadline_s: self.deadline_s,
                 on_client_failure: self.policy,
                 start: Start::default(),
                 initial_model: vec![0.25; PARAMS],
-                strategy: ServerHalf::Rounds(strategy),
-                asynchronous: None,
+                mode: ServerMode::Rounds {
+                    strategy,
+                    clients_per_round: self.clients_per_round,
+                    deadline_s: self.deadline_s,
+                },
                 availability: Arc::new(Availability::always()),
                 client_states: Arc::new(ClientStates::new(self.num_clients)),
                 evaluation: None,

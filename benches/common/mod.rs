@@ -18,8 +18,8 @@ use fedsim::registry::{ModelChoice, Registry};
 use fedsim::seed::{Purpose, stream};
 use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
-use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient, ServerHalf};
-use fedsim::topology::{self, ClientConditions, GroupSetup, Plan, ServerSetup, Start};
+use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient};
+use fedsim::topology::{self, ClientConditions, GroupSetup, Plan, ServerMode, ServerSetup, Start};
 use fedsim::training::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup, evaluate};
 
 /// Samples each benchmark client holds: one epoch is 19 steps of batch 32.
@@ -128,13 +128,14 @@ pub fn plan(
         server: ServerSetup {
             seed: 0,
             rounds,
-            clients_per_round: per_round,
-            deadline_s: None,
             on_client_failure: FailurePolicy::Abort,
             start: Start::default(),
             initial_model: model,
-            strategy: ServerHalf::Rounds(Box::new(FedAvgServer)),
-            asynchronous: None,
+            mode: ServerMode::Rounds {
+                strategy: Box::new(FedAvgServer),
+                clients_per_round: per_round,
+                deadline_s: None,
+            },
             availability: Arc::new(Availability::always()),
             client_states: Arc::new(ClientStates::new(clients)),
             evaluation: None,

@@ -37,12 +37,12 @@ use crate::network::Traffic;
 use crate::network::{ClientId, DropReason, Dropped, Message, Update};
 use crate::output::{RoundRecord, StalenessRecord, TierTraffic};
 use crate::seed::{Purpose, stream};
-use crate::strategy::{Arrival, AsyncStrategy, ServerHalf};
+use crate::strategy::{Arrival, AsyncStrategy};
 
 use super::FederationError;
 use super::clock::Clock;
 use super::collector::Failure;
-use super::server::{Roster, RoundEnd, Server, lost, protocol, wall_ms};
+use super::server::{Roster, RoundEnd, Server, ServerMode, lost, protocol, wall_ms};
 
 /// The draw of the client each dispatch sends the model to, per dispatch.
 const DISPATCH: Purpose = Purpose::new("async-dispatch");
@@ -140,11 +140,15 @@ struct Steps<'a> {
 impl Server {
     /// Runs server steps until `federation.rounds` of them are done; returns the final model.
     pub(super) fn run_steps(&mut self, roster: &Roster) -> Result<Vec<f32>, FederationError> {
-        let setup = self
-            .setup
-            .asynchronous
-            .take()
-            .expect("an asynchronous setup");
+        let ServerMode::Asynchronous {
+            concurrency,
+            resume,
+            ..
+        } = &mut self.setup.mode
+        else {
+            unreachable!("asynchronous steps run in the asynchronous mode")
+        };
+        let (concurrency, resume) = (*concurrency, resume.take());
         let clock = self
             .clock
             .clone()
@@ -152,7 +156,7 @@ impl Server {
         let mut loop_state = Steps {
             roster,
             clock: &clock,
-            concurrency: setup.concurrency,
+            concurrency,
             in_flight: BTreeMap::new(),
             dispatches: 0,
             steps: self.setup.start.round,
@@ -161,7 +165,7 @@ impl Server {
         let tiers = self.traffic.read();
         // Flights resumed were counted in the step that dispatched them.
         let mut uncounted = StepSoFar::over(&tiers);
-        if let Some((dispatches, flights)) = setup.resume {
+        if let Some((dispatches, flights)) = resume {
             loop_state.dispatches = dispatches;
             for flight in flights {
                 self.send_flight(&mut loop_state, flight, &mut uncounted)?;
@@ -303,7 +307,7 @@ impl Server {
         let end = RoundEnd {
             record,
             model: steps.global.clone(),
-            strategy_state: self.setup.strategy.state(),
+            strategy_state: self.setup.mode.strategy_state(),
             client_states,
             in_flight: Some((steps.dispatches, flying)),
         };
@@ -450,9 +454,11 @@ impl Server {
 
     /// The asynchronous server half.
     fn async_strategy(&mut self) -> &mut dyn AsyncStrategy {
-        match &mut self.setup.strategy {
-            ServerHalf::Asynchronous(strategy) => strategy.as_mut(),
-            ServerHalf::Rounds(_) => unreachable!("asynchronous steps run the asynchronous half"),
+        match &mut self.setup.mode {
+            ServerMode::Asynchronous { strategy, .. } => strategy.as_mut(),
+            ServerMode::Rounds { .. } => {
+                unreachable!("asynchronous steps run the asynchronous half")
+            }
         }
     }
 }

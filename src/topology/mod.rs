@@ -22,8 +22,9 @@ pub use client_group::{ClientConditions, ClientGroup, GroupSetup};
 pub use clock::Clock;
 pub use collector::Foresight;
 pub use scheduler::{ClientConnector, SchedulerSetup, ServerConnector};
-pub use server::AsyncSetup;
-pub use server::{Child, EvaluationPlan, RoundEnd, Server, ServerLinks, ServerSetup, Start};
+pub use server::{
+    Child, EvaluationPlan, RoundEnd, Server, ServerLinks, ServerMode, ServerSetup, Start,
+};
 
 use crate::config::{NetworkConfig, Placement, SchedulerMode, TopologyConfig};
 use crate::connect::{Connector, InProcess};

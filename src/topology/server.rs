@@ -15,44 +15,60 @@ use crate::output::RoundRecord;
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
-use crate::strategy::{Aggregate, Collected, Reads, Round, ServerHalf, Strategy};
+use crate::strategy::{Aggregate, AsyncStrategy, Collected, Reads, Round, Strategy};
 use crate::training::ModelEvaluator;
 
 use super::clock::Clock;
 use super::collector::{Foresight, Gathered, RoundCollector, RoundOutcome};
 use super::{FederationError, TrafficMeter};
 
-/// How an asynchronous federation runs.
-#[derive(Debug, Clone)]
-pub struct AsyncSetup {
-    /// Clients in flight at once.
-    pub concurrency: usize,
-    /// Where a resumed run left off: the dispatches counted and the clients in flight, as the
-    /// checkpoint holds them; `None` for a new run.
-    pub resume: Option<(u32, Vec<InFlightState>)>,
+/// How the server plays the run, with the server half that way of playing runs.
+pub enum ServerMode {
+    /// Synchronous rounds.
+    Rounds {
+        /// The server half, with its state where the run starts.
+        strategy: Box<dyn Strategy>,
+        /// Clients sampled per round.
+        clients_per_round: usize,
+        /// Simulated seconds a round may last, if limited.
+        deadline_s: Option<f64>,
+    },
+    /// Asynchronous server steps.
+    Asynchronous {
+        /// The server half, with its state where the run starts.
+        strategy: Box<dyn AsyncStrategy>,
+        /// Clients in flight at once.
+        concurrency: usize,
+        /// Where a resumed run left off: the dispatches counted and the clients in flight, as
+        /// the checkpoint holds them; `None` for a new run.
+        resume: Option<(u32, Vec<InFlightState>)>,
+    },
+}
+
+impl ServerMode {
+    /// What the server half remembers, for checkpoints.
+    pub(super) fn strategy_state(&self) -> Tensors {
+        match self {
+            ServerMode::Rounds { strategy, .. } => strategy.state(),
+            ServerMode::Asynchronous { strategy, .. } => strategy.state(),
+        }
+    }
 }
 
 /// What the server needs besides its links.
 pub struct ServerSetup {
     /// The experiment seed, for client sampling.
     pub seed: u64,
-    /// Number of rounds.
+    /// Number of rounds (or server steps).
     pub rounds: u32,
-    /// Clients sampled per round (in rounds).
-    pub clients_per_round: usize,
-    /// Simulated seconds a round may last, if limited.
-    pub deadline_s: Option<f64>,
     /// What a client's failure does to the run.
     pub on_client_failure: FailurePolicy,
     /// Where the run starts: after round 0 at time 0, or where a checkpoint left it.
     pub start: Start,
     /// The global model to start from: the initial model, or a checkpoint's.
     pub initial_model: Vec<f32>,
-    /// The server half of the algorithm, with its state where the run starts: synchronous
-    /// rounds, or asynchronous steps with `asynchronous` set.
-    pub strategy: ServerHalf,
-    /// How an asynchronous federation runs; `None` in rounds.
-    pub asynchronous: Option<AsyncSetup>,
+    /// Rounds or asynchronous steps, with the algorithm's server half.
+    pub mode: ServerMode,
     /// When each client is online: the server samples (or dispatches) only online clients.
     pub availability: Arc<Availability>,
     /// The clients' states, which the server reads between rounds for checkpoints.
@@ -225,13 +241,12 @@ impl Server {
     /// Runs every round (or server step), then shuts the tree down; returns the final global
     /// model.
     pub fn run(mut self) -> Result<Vec<f32>, FederationError> {
-        let result = self.await_set_up().and_then(|roster| {
-            if self.setup.asynchronous.is_some() {
-                self.run_steps(&roster)
-            } else {
-                self.run_rounds(&roster)
-            }
-        });
+        let result = self
+            .await_set_up()
+            .and_then(|roster| match self.setup.mode {
+                ServerMode::Rounds { .. } => self.run_rounds(&roster),
+                ServerMode::Asynchronous { .. } => self.run_steps(&roster),
+            });
         // Why the rounds stopped says more than anything shutting down adds.
         let shutdown = self.shut_down();
         let model = result?;
@@ -241,9 +256,21 @@ impl Server {
 
     /// The synchronous server half.
     fn rounds_strategy(&mut self) -> &mut dyn Strategy {
-        match &mut self.setup.strategy {
-            ServerHalf::Rounds(strategy) => strategy.as_mut(),
-            ServerHalf::Asynchronous(_) => unreachable!("rounds run the synchronous half"),
+        match &mut self.setup.mode {
+            ServerMode::Rounds { strategy, .. } => strategy.as_mut(),
+            ServerMode::Asynchronous { .. } => unreachable!("rounds run the synchronous half"),
+        }
+    }
+
+    /// Clients per round and the round's deadline, of a server in rounds.
+    fn round_shape(&self) -> (usize, Option<f64>) {
+        match self.setup.mode {
+            ServerMode::Rounds {
+                clients_per_round,
+                deadline_s,
+                ..
+            } => (clients_per_round, deadline_s),
+            ServerMode::Asynchronous { .. } => unreachable!("only rounds have a shape"),
         }
     }
 
@@ -283,7 +310,7 @@ impl Server {
             let end = RoundEnd {
                 record,
                 model: global.clone(),
-                strategy_state: self.setup.strategy.state(),
+                strategy_state: self.setup.mode.strategy_state(),
                 // Every job of the round has finished and none of the next has started.
                 client_states: self.setup.client_states.snapshot(),
                 in_flight: None,
@@ -307,8 +334,9 @@ impl Server {
         let traffic_before = self.traffic.read();
         let round_start = self.now;
         let online = self.await_online(roster)?;
-        let deadline = self.setup.deadline_s.map(|d| self.now + d);
-        let per_round = self.setup.clients_per_round.min(online.len());
+        let (clients_per_round, deadline_s) = self.round_shape();
+        let deadline = deadline_s.map(|d| self.now + d);
+        let per_round = clients_per_round.min(online.len());
         let sampled = sample(self.setup.seed, round, &online, per_round);
         let extras = self.rounds_strategy().downlink();
         self.send_downlinks(round, &sampled, roster, &global, &extras, deadline)?;
