@@ -4,13 +4,14 @@
 //! Every random draw derives from (seed, purpose, round, client), and local training starts
 //! afresh from the downlinked model each round, so what changes between rounds is small: the
 //! global model, the simulated clock, the number of the last finished round, and what the
-//! algorithm remembers (its server state, each client's state). The
+//! algorithm remembers (its server state, its selector's state, each client's state, what the
+//! server has seen of each client). The
 //! checkpoint also holds the resolved config it belongs to and a digest of the partition, so
 //! that a run is never continued with other settings or data.
 //!
 //! The file format is versioned and made of named sections, so that later state adds
-//! sections, not a new format (`strategy_state` and `client_states` came that way; a file
-//! without them holds none):
+//! sections, not a new format (`strategy_state`, `client_states`, `selector_state` and
+//! `client_history` came that way; a file without them holds none):
 //!
 //! ```text
 //! magic    b"FEDSIMCK"
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::history::ClientHistory;
 use crate::network::{ClientId, Tensors};
 
 /// A client in flight, as a checkpoint keeps it: resuming sends it the same model at the same
@@ -198,6 +200,10 @@ pub struct RunState {
     pub model: Vec<f32>,
     /// The strategy's server state after that round.
     pub strategy_state: Tensors,
+    /// The selector's state after that round.
+    pub selector_state: Tensors,
+    /// What the server had seen of each client after that round.
+    pub client_history: ClientHistory,
     /// The state of every client that has one, in id order.
     pub client_states: Vec<(ClientId, Tensors)>,
     /// In an asynchronous federation, the dispatches so far and the clients in flight after
@@ -229,6 +235,8 @@ impl RunState {
         let model = self.model.iter().flat_map(|v| v.to_le_bytes()).collect();
         sections.insert("global_model", model);
         sections.insert("strategy_state", self.strategy_state.to_bytes());
+        sections.insert("selector_state", self.selector_state.to_bytes());
+        sections.insert("client_history", self.client_history.to_bytes());
         let mut clients = Vec::new();
         for (client, state) in &self.client_states {
             let bytes = state.to_bytes();
@@ -260,6 +268,12 @@ impl RunState {
         let strategy_state =
             Tensors::from_bytes(sections.get("strategy_state").unwrap_or_default())
                 .ok_or_else(|| CheckpointError("the strategy_state section is malformed".into()))?;
+        let selector_state =
+            Tensors::from_bytes(sections.get("selector_state").unwrap_or_default())
+                .ok_or_else(|| CheckpointError("the selector_state section is malformed".into()))?;
+        let client_history =
+            ClientHistory::from_bytes(sections.get("client_history").unwrap_or_default())
+                .ok_or_else(|| CheckpointError("the client_history section is malformed".into()))?;
         let client_states = client_states(sections.get("client_states").unwrap_or_default())?;
         let in_flight = sections.get("in_flight").map(in_flight).transpose()?;
         Ok(RunState {
@@ -272,6 +286,8 @@ impl RunState {
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect(),
             strategy_state,
+            selector_state,
+            client_history,
             client_states,
             in_flight,
         })
@@ -366,6 +382,7 @@ fn json(value: &impl Serialize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Seen;
 
     fn state() -> RunState {
         RunState {
@@ -375,6 +392,12 @@ mod tests {
             sim_time_s: 0.1 + 0.2,
             model: vec![1.5, -0.0, f32::MIN_POSITIVE, 3.25],
             strategy_state: Tensors::new().with("m", vec![0.5]).with("v", vec![2.0]),
+            selector_state: Tensors::new().with("pacer", vec![4.0]),
+            client_history: {
+                let mut history = ClientHistory::new();
+                history.record(5, Seen::reported(6, 0.25, Some(1.5), None));
+                history
+            },
             client_states: vec![(4, Tensors::new().with("control", vec![-1.0, 7.0]))],
             in_flight: Some((
                 9,

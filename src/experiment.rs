@@ -13,6 +13,7 @@ use crate::config::Placement;
 use crate::connect::InProcess;
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
 use crate::data::{ClientSplit, DataFile, Dataset, SplitInput, TrainTest};
+use crate::history::ClientHistory;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
 use crate::output::claim::{self, Claim, FolderKind, Found};
@@ -25,7 +26,7 @@ use crate::registry::{
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
-use crate::strategy::{ServerHalf, Setting};
+use crate::strategy::{Selector, ServerHalf, Setting};
 use crate::topology::{
     self, ClientConditions, EvaluationPlan, FederationError, GroupSetup, Plan, ServerMode,
     ServerSetup, Spread, Start,
@@ -77,20 +78,39 @@ struct Watch<'a> {
     stop: &'a StopSignal,
 }
 
-/// Where a run stands when it plays on: its checkpointed state, the server half in the state
-/// that holds, and the records of the rounds played.
+/// Where a run stands when it plays on: its checkpointed state, the algorithm's server side in
+/// the state that holds, and the records of the rounds played.
 struct Standing {
     state: RunState,
-    strategy: ServerHalf,
+    side: ServerSide,
     records: Vec<RoundRecord>,
 }
 
-/// How the server half starts: after which round, from which global model, with the strategy
-/// in its state.
+/// The algorithm's part on the server: its server half and its selector.
+struct ServerSide {
+    half: ServerHalf,
+    selector: Box<dyn Selector>,
+}
+
+impl ServerSide {
+    /// Takes back the states a checkpoint holds of each.
+    fn restore(&mut self, state: &RunState) -> Result<(), String> {
+        self.half
+            .restore(&state.strategy_state)
+            .map_err(|e| format!("its strategy state does not fit: {e}"))?;
+        self.selector
+            .restore(&state.selector_state)
+            .map_err(|e| format!("its selector state does not fit: {e}"))
+    }
+}
+
+/// How the server half starts: after which round, from which global model, with the
+/// algorithm's server side in its state and what the server had seen of each client.
 struct ServerStart {
     start: Start,
     model: Vec<f32>,
-    strategy: ServerHalf,
+    side: ServerSide,
+    history: ClientHistory,
     /// In an asynchronous federation, the dispatches and clients in flight to resume from.
     in_flight: Option<(u32, Vec<InFlightState>)>,
 }
@@ -253,21 +273,23 @@ impl Experiment {
             self.layout(),
             &mut stream(config.seed, Purpose::MODEL_INIT, 0, 0),
         );
-        let strategy = self.strategy();
+        let side = self.server_side();
         let start = RunState {
             config: serde_json::to_value(config).expect("a config always serialises"),
             partition_sha256,
             round: 0,
             sim_time_s: 0.0,
             model,
-            strategy_state: strategy.state(),
+            strategy_state: side.half.state(),
+            selector_state: side.selector.state(),
+            client_history: ClientHistory::new(),
             client_states: Vec::new(),
             in_flight: None,
         };
         folder.checkpoint(&start)?;
         let standing = Standing {
             state: start,
-            strategy,
+            side,
             records: Vec::new(),
         };
         self.play(folder, Watch { progress, stop }, standing, spread)
@@ -280,7 +302,8 @@ impl Experiment {
         let server = ServerStart {
             start: Start::default(),
             model: Vec::new(),
-            strategy: self.strategy(),
+            side: self.server_side(),
+            history: ClientHistory::new(),
             in_flight: None,
         };
         let plan = self.plan(server, &states, stop, &spread.placement);
@@ -348,10 +371,13 @@ impl Experiment {
         Setting::of(&self.config)
     }
 
-    /// The server half of the experiment's algorithm, as it starts.
-    fn strategy(&self) -> ServerHalf {
-        self.algorithm
-            .server_half(&self.setting(), self.layout().len())
+    /// The experiment's algorithm on the server, as it starts.
+    fn server_side(&self) -> ServerSide {
+        let setting = self.setting();
+        ServerSide {
+            half: self.algorithm.server_half(&setting, self.layout().len()),
+            selector: self.algorithm.selector(&setting),
+        }
     }
 
     /// Plays the rounds after the one the run stands at, showing each on `watch.progress`.
@@ -365,7 +391,7 @@ impl Experiment {
         let Watch { progress, stop } = watch;
         let Standing {
             mut state,
-            strategy,
+            side,
             mut records,
         } = standing;
         let config = &self.config;
@@ -376,7 +402,8 @@ impl Experiment {
                 sim_time_s: state.sim_time_s,
             },
             model: state.model.clone(),
-            strategy,
+            side,
+            history: state.client_history.clone(),
             in_flight: state.in_flight.clone(),
         };
         let states = Arc::new(ClientStates::new(config.federation.num_clients));
@@ -396,6 +423,8 @@ impl Experiment {
                 sim_time_s,
                 model: end.model,
                 strategy_state: end.strategy_state,
+                selector_state: end.selector_state,
+                client_history: end.history,
                 client_states: end.client_states,
                 in_flight: end.in_flight,
             });
@@ -491,11 +520,12 @@ impl Experiment {
         let ServerStart {
             start,
             model,
-            strategy,
+            side,
+            history,
             in_flight,
         } = server;
         let config = &self.config;
-        let mode = match (strategy, config.asynchronous) {
+        let mode = match (side.half, config.asynchronous) {
             (ServerHalf::Rounds(strategy), _) => ServerMode::Rounds {
                 strategy,
                 clients_per_round: config.federation.clients_per_round.unwrap_or_default(),
@@ -517,6 +547,8 @@ impl Experiment {
             start,
             initial_model: model,
             mode,
+            selector: side.selector,
+            history,
             availability: self.availability.clone(),
             client_states: states.clone(),
             evaluation: Some(EvaluationPlan {
@@ -576,7 +608,7 @@ pub struct Resumable {
     experiment: Experiment,
     saved: Saved,
     manifest: Manifest,
-    strategy: ServerHalf,
+    side: ServerSide,
     /// Held from opening to the end: no other process writes the folder meanwhile.
     claim: Claim,
 }
@@ -652,15 +684,13 @@ impl Resumable {
             ))
             .into());
         }
-        let mut strategy = experiment.strategy();
-        strategy
-            .restore(&state.strategy_state)
-            .map_err(|e| not_resumable(format!("its strategy state does not fit: {e}")))?;
+        let mut side = experiment.server_side();
+        side.restore(state).map_err(not_resumable)?;
         Ok(Self {
             experiment,
             saved,
             manifest,
-            strategy,
+            side,
             claim,
         })
     }
@@ -712,7 +742,7 @@ impl Resumable {
         let Saved { state, records, .. } = self.saved;
         let standing = Standing {
             state,
-            strategy: self.strategy,
+            side: self.side,
             records,
         };
         self.experiment
@@ -834,6 +864,8 @@ struct Advance {
     sim_time_s: f64,
     model: Arc<[f32]>,
     strategy_state: Tensors,
+    selector_state: Tensors,
+    client_history: ClientHistory,
     client_states: Vec<(ClientId, Tensors)>,
     in_flight: Option<(u32, Vec<InFlightState>)>,
 }
@@ -846,6 +878,8 @@ impl RunState {
             self.sim_time_s = advance.sim_time_s;
             self.model = advance.model.to_vec();
             self.strategy_state = advance.strategy_state;
+            self.selector_state = advance.selector_state;
+            self.client_history = advance.client_history;
             self.client_states = advance.client_states;
             self.in_flight = advance.in_flight;
         }

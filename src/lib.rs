@@ -57,6 +57,7 @@ pub mod conformance;
 pub mod connect;
 pub mod data;
 pub mod experiment;
+pub mod history;
 pub mod model;
 pub mod network;
 pub mod output;

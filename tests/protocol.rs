@@ -14,15 +14,18 @@ use fedsim::availability::Availability;
 use fedsim::config::{
     FailurePolicy, FaultConfig, FaultKind, NetworkConfig, SchedulerMode, TopologyConfig,
 };
+use fedsim::history::ClientHistory;
+use fedsim::network::ClientInfo;
 use fedsim::network::{ClientId, DropReason, LinkProfile, Message, NodeId, Tensors, Update};
 use fedsim::output::RoundRecord;
+use fedsim::seed::{Purpose, stream};
 use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{
-    Aggregate, Collected, EdgeAggregation, FedAvgServer, Reads, Round, Strategy as Aggregation,
+    Aggregate, Candidates, Collected, EdgeAggregation, FedAvgServer, Reads, Round, Selector,
+    Strategy as Aggregation, Uniform,
 };
 use fedsim::topology::client_group::drops_out;
-use fedsim::topology::server::sample;
 use fedsim::topology::{
     self, ClientConditions, FederationError, GroupSetup, Plan, ServerMode, ServerSetup, Start,
 };
@@ -117,9 +120,18 @@ impl Case {
         }
     }
 
+    /// The clients of `round`, as the default selection draws them: every client is online.
     fn sampled(&self, round: u32) -> Vec<ClientId> {
-        let roster: Vec<ClientId> = (0..self.num_clients).collect();
-        sample(self.seed, round, &roster, self.clients_per_round)
+        let roster: Vec<ClientInfo> = (0..self.num_clients)
+            .zip(self.num_samples())
+            .map(|(id, num_samples)| ClientInfo { id, num_samples })
+            .collect();
+        let history = ClientHistory::new();
+        let candidates = Candidates::new(round, &roster, self.clients_per_round, &history, 0.0);
+        let mut rng = stream(self.seed, Purpose::CLIENT_SAMPLING, round, 0);
+        let mut sampled = Uniform.select(&candidates, &mut rng);
+        sampled.sort_unstable();
+        sampled
     }
 
     fn fault(&self, round: u32, client: ClientId) -> Option<FaultKind> {
@@ -215,6 +227,8 @@ impl Case {
                     clients_per_round: self.clients_per_round,
                     deadline_s: self.deadline_s,
                 },
+                selector: Box::new(Uniform),
+                history: ClientHistory::new(),
                 availability: Arc::new(Availability::always()),
                 client_states: Arc::new(ClientStates::new(self.num_clients)),
                 evaluation: None,

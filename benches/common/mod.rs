@@ -13,12 +13,13 @@ use fedsim::config::{ClientConfig, FailurePolicy, NetworkConfig, TopologyConfig}
 use fedsim::data::mnist::MNIST;
 use fedsim::data::partition::Partition;
 use fedsim::data::{Dataset, Normalization, TrainTest};
+use fedsim::history::ClientHistory;
 use fedsim::model::flat::initial_params;
 use fedsim::registry::{ModelChoice, Registry};
 use fedsim::seed::{Purpose, stream};
 use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
-use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient};
+use fedsim::strategy::{EdgeAggregation, FedAvgServer, PlainClient, Uniform};
 use fedsim::topology::{self, ClientConditions, GroupSetup, Plan, ServerMode, ServerSetup, Start};
 use fedsim::training::{ClientTrainer, InjectedFaults, Job, Trainer, TrainerSetup, evaluate};
 
@@ -136,6 +137,8 @@ pub fn plan(
                 clients_per_round: per_round,
                 deadline_s: None,
             },
+            selector: Box::new(Uniform),
+            history: ClientHistory::new(),
             availability: Arc::new(Availability::always()),
             client_states: Arc::new(ClientStates::new(clients)),
             evaluation: None,

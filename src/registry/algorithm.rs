@@ -11,8 +11,8 @@ use super::{Origin, Registered};
 use crate::config::check::Problems;
 use crate::config::{ClientConfig, FederationConfig, LocalWork};
 use crate::strategy::{
-    Algorithm, AsyncStrategy, ClientAlgorithm, EdgeAggregation, Reduction, ServerHalf, Setting,
-    Strategy,
+    Algorithm, AsyncStrategy, ClientAlgorithm, EdgeAggregation, Reduction, Selector, ServerHalf,
+    Setting, Strategy,
 };
 
 /// An algorithm as the registry describes it.
@@ -95,6 +95,11 @@ impl AlgorithmChoice {
         }
     }
 
+    /// How the server chooses who trains, as it starts.
+    pub fn selector(&self, setting: &Setting<'_>) -> Box<dyn Selector> {
+        self.chosen.selector(setting)
+    }
+
     /// The client half.
     pub fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
         self.chosen.client(setting)
@@ -133,6 +138,8 @@ pub trait ChosenAlgorithm: Send + Sync {
         setting: &Setting<'_>,
         num_params: usize,
     ) -> Option<Box<dyn AsyncStrategy>>;
+    /// See [`Algorithm::selector`].
+    fn selector(&self, setting: &Setting<'_>) -> Box<dyn Selector>;
     /// See [`Algorithm::client`].
     fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm>;
 }
@@ -208,6 +215,10 @@ impl<A: Algorithm> ChosenAlgorithm for WithParams<A, A::Params> {
     ) -> Option<Box<dyn AsyncStrategy>> {
         self.component
             .asynchronous(&self.params, setting, num_params)
+    }
+
+    fn selector(&self, setting: &Setting<'_>) -> Box<dyn Selector> {
+        self.component.selector(&self.params, setting)
     }
 
     fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {

@@ -13,6 +13,9 @@
 //! the registry ([`crate::registry`]) lists the algorithms an experiment file can name, each of
 //! the files here registered as a user's plug-in would be.
 //!
+//! An algorithm may also choose **who trains** ([`Selector`], in [`selection`]): by default
+//! every online client is equally likely.
+//!
 //! An algorithm may also have an **asynchronous server half** ([`AsyncStrategy`]), which takes
 //! each client's update alone, as the simulated clock delivers it, and says when the updates
 //! taken make a server step (FedAsync's every update, FedBuff's every `K`). Only such
@@ -31,6 +34,7 @@ mod krum;
 mod median;
 mod qffl;
 mod scaffold;
+pub mod selection;
 mod trimmed_mean;
 pub mod vector;
 
@@ -53,6 +57,7 @@ pub use krum::{Krum, KrumServer};
 pub use median::{Median, MedianServer};
 pub use qffl::{QFfl, QFflClient, QFflServer};
 pub use scaffold::{Scaffold, ScaffoldClient, ScaffoldServer};
+pub use selection::{Candidates, Selector, Uniform};
 pub use trimmed_mean::{TrimmedMean, TrimmedMeanServer};
 
 use crate::config::check::Problems;
@@ -108,6 +113,12 @@ pub trait Algorithm: Send + Sync + 'static {
         _num_params: usize,
     ) -> Option<Box<dyn AsyncStrategy>> {
         None
+    }
+
+    /// How the server chooses who trains, as it starts: by default [`Uniform`], every online
+    /// client equally likely.
+    fn selector(&self, _params: &Self::Params, _setting: &Setting<'_>) -> Box<dyn Selector> {
+        Box::new(Uniform)
     }
 
     /// The client half: by default a client that trains on the loss alone and keeps nothing.
@@ -400,7 +411,7 @@ impl ServerHalf {
 }
 
 /// The check of a server half that keeps no state: nothing may have been saved.
-fn no_state(state: &Tensors) -> Result<(), String> {
+pub(crate) fn no_state(state: &Tensors) -> Result<(), String> {
     match state.iter().next() {
         None => Ok(()),
         Some((name, _)) => Err(format!(

@@ -20,24 +20,25 @@
 //! pool's own working memory.
 //!
 //! **Dispatch.** After each answer the server refills the free places at the current simulated
-//! time, each with a client drawn uniformly from the seed's dispatch stream (keyed by the
-//! dispatch's number) among those online and not in flight; when none is online it waits on
-//! the clock for the first to come online. A dispatch's number is its `round` on the wire, so
-//! each (dispatch, client) trains with its own shuffle and dropout draw.
+//! time, each with a client the algorithm's selector chooses (by default uniformly) from the
+//! seed's dispatch stream (keyed by the dispatch's number) among those online and not in
+//! flight; when none is online it waits on the clock for the first to come online. A
+//! dispatch's number is its `round` on the wire, so each (dispatch, client) trains with its own
+//! shuffle and dropout draw.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rand::RngExt;
-
 use crate::checkpoint::InFlightState;
 use crate::config::FailurePolicy;
+use crate::history::Seen;
 use crate::network::Traffic;
-use crate::network::{ClientId, DropReason, Dropped, Message, Update};
+use crate::network::{ClientId, ClientInfo, DropReason, Dropped, Message, Update};
 use crate::output::{RoundRecord, StalenessRecord, TierTraffic};
 use crate::seed::{Purpose, stream};
-use crate::strategy::{Arrival, AsyncStrategy};
+use crate::strategy::selection::misfit;
+use crate::strategy::{Arrival, AsyncStrategy, Candidates};
 
 use super::FederationError;
 use super::clock::Clock;
@@ -266,6 +267,15 @@ impl Server {
             Answer::Update(update) => update,
         };
         let staleness = steps.steps - flight.state.version;
+        let info = steps.roster.info(flight.state.client);
+        let (train_s, upload_s) = steps.clock.timings((flight.state.dispatch, 0), info, bytes);
+        let seen = Seen::reported(
+            flight.state.dispatch,
+            update.train_loss,
+            Some(train_s),
+            Some(upload_s),
+        );
+        self.setup.history.record(flight.state.client, seen);
         so_far.clients.push(flight.state.client);
         so_far.staleness.push(staleness);
         let samples = update.num_samples as f64;
@@ -308,6 +318,8 @@ impl Server {
             record,
             model: steps.global.clone(),
             strategy_state: self.setup.mode.strategy_state(),
+            selector_state: self.setup.selector.state(),
+            history: self.setup.history.clone(),
             client_states,
             in_flight: Some((steps.dispatches, flying)),
         };
@@ -325,11 +337,11 @@ impl Server {
         if steps.in_flight.len() >= steps.concurrency {
             return Ok(());
         }
-        let mut idle = self.setup.availability.online_among(idle(steps), self.now);
+        let idle = self.setup.availability.online_among(idle(steps), self.now);
+        let mut idle: Vec<ClientInfo> = idle.into_iter().map(|c| steps.roster.info(c)).collect();
         while steps.in_flight.len() < steps.concurrency && !idle.is_empty() {
             steps.dispatches += 1;
-            let mut rng = stream(self.setup.seed, DISPATCH, steps.dispatches, 0);
-            let client = idle.remove(rng.random_range(0..idle.len()));
+            let client = self.dispatch(steps.dispatches, &mut idle)?;
             let flight = InFlightState {
                 dispatch: steps.dispatches,
                 client,
@@ -341,6 +353,28 @@ impl Server {
             self.send_flight(steps, flight, so_far)?;
         }
         Ok(())
+    }
+
+    /// The client dispatch `dispatch` goes to, as the algorithm's selector chooses it from the
+    /// dispatch's stream among the `idle` ones (online and not in flight, in id order), which
+    /// it leaves.
+    fn dispatch(
+        &mut self,
+        dispatch: u32,
+        idle: &mut Vec<ClientInfo>,
+    ) -> Result<ClientId, FederationError> {
+        let mut rng = stream(self.setup.seed, DISPATCH, dispatch, 0);
+        let history = &self.setup.history;
+        let candidates = Candidates::new(dispatch, idle, 1, history, self.now);
+        let client = self.setup.selector.dispatch(&candidates, &mut rng);
+        if let Some(detail) = misfit(&[client], idle, 1) {
+            return Err(FederationError::Selection {
+                round: dispatch,
+                detail,
+            });
+        }
+        idle.retain(|c| c.id != client);
+        Ok(client)
     }
 
     /// The first moment after now at which a client not in flight comes online, when a place

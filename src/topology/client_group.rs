@@ -79,19 +79,23 @@ impl ClientConditions {
         if drops_out(self.seed, self.dropout, round, edge_round, client.id) {
             return Response::DropsOut;
         }
-        let speed = self.speeds[client.id];
-        let work = self.work.work(rounds, client.id, client.num_samples, speed);
-        let finishes = arrived + work.samples as f64 / speed;
+        let (steps, seconds) = self.training(rounds, client);
+        let finishes = arrived + seconds;
         match self
             .availability
             .first_offline(client.id, arrived, finishes)
         {
             Some(offline) => Response::GoesOffline(offline),
-            None => Response::Trains {
-                steps: work.steps,
-                finishes,
-            },
+            None => Response::Trains { steps, finishes },
         }
+    }
+
+    /// The SGD steps `client` takes on the model of (round, edge round) `rounds`, and the
+    /// simulated seconds they take at its speed.
+    pub fn training(&self, rounds: (u32, u32), client: ClientInfo) -> (u32, f64) {
+        let speed = self.speeds[client.id];
+        let work = self.work.work(rounds, client.id, client.num_samples, speed);
+        (work.steps, work.samples as f64 / speed)
     }
 }
 

@@ -2,7 +2,9 @@
 //! arrives before it does (see the asynchronous mode).
 
 use crate::network::message::HEADER_BYTES;
-use crate::network::{ClientInfo, DropReason, Dropped, LinkProfile, LinkProfiles, Message};
+use crate::network::{
+    ClientId, ClientInfo, DropReason, Dropped, LinkProfile, LinkProfiles, Message,
+};
 
 use super::client_group::{ClientConditions, Response};
 
@@ -31,11 +33,11 @@ impl Clock {
         params: usize,
     ) -> f64 {
         let profile = self.client_links.for_message(downlink);
-        let relay = |bytes: u64| self.server_link.map_or(0.0, |l| l.transfer_seconds(bytes));
         let down = downlink.wire_bytes();
-        let arrived = sent_at + relay(down) + profile.transfer_seconds(down);
-        let answer_at =
-            |left: f64, bytes: u64| left + profile.transfer_seconds(bytes) + relay(bytes);
+        let arrived = sent_at + self.relay_seconds(down) + profile.transfer_seconds(down);
+        let answer_at = |left: f64, bytes: u64| {
+            left + profile.transfer_seconds(bytes) + self.relay_seconds(bytes)
+        };
         let dropped = Message::Dropped {
             round: dispatch,
             clients: vec![Dropped::new(client.id, DropReason::Dropout)],
@@ -48,5 +50,29 @@ impl Clock {
             Response::GoesOffline(at) => answer_at(at, dropped),
             Response::Trains { finishes, .. } => answer_at(finishes, uplink),
         }
+    }
+
+    /// What the server learns of `client` from its update of `bytes` for (round, edge round)
+    /// `rounds`: the simulated seconds its local work took at its speed, and those the update
+    /// took from the client to the server.
+    pub fn timings(&self, rounds: (u32, u32), client: ClientInfo, bytes: u64) -> (f64, f64) {
+        let (_, train_s) = self.conditions.training(rounds, client);
+        (train_s, self.upload_seconds(client.id, bytes))
+    }
+
+    /// Simulated seconds `bytes` take from `client` up to the server.
+    fn upload_seconds(&self, client: ClientId, bytes: u64) -> f64 {
+        let profile = self
+            .client_links
+            .per_client
+            .get(&client)
+            .unwrap_or(&self.client_links.default);
+        profile.transfer_seconds(bytes) + self.relay_seconds(bytes)
+    }
+
+    /// Simulated seconds `bytes` take across the link between the server and a relaying
+    /// scheduler, where there is one.
+    fn relay_seconds(&self, bytes: u64) -> f64 {
+        self.server_link.map_or(0.0, |l| l.transfer_seconds(bytes))
     }
 }

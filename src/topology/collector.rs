@@ -167,11 +167,25 @@ impl ReorderBuffer {
     }
 }
 
+/// What an update that counts tells the collecting tier of the clients behind it, besides its
+/// model: what the server's record of its clients ([`crate::history`]) is made of.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heard {
+    /// The clients behind the update: one, or a scheduler's group for a partial aggregate.
+    pub clients: Vec<ClientId>,
+    /// Their mean training loss.
+    pub loss: f64,
+    /// Its size on the wire.
+    pub bytes: u64,
+}
+
 /// Everything one round (or edge round) brought back, each list sorted by client id.
 #[derive(Debug, Clone, Default)]
 pub struct RoundOutcome {
     /// Updates that count.
     pub updates: Gathered,
+    /// What each update that counts told of its clients, sorted by its first client.
+    pub heard: Vec<Heard>,
     /// Clients left out: dropped out, or their update missed the cutoff.
     pub dropped: Vec<Dropped>,
     /// Clients whose training failed.
@@ -276,6 +290,7 @@ impl RoundCollector {
     /// Accounts for the clients one message answers for.
     pub fn accept(&mut self, envelope: Envelope) -> Result<(), FederationError> {
         let Envelope { at, message, .. } = envelope;
+        let bytes = message.wire_bytes();
         match message {
             Message::Uplink(update) if update.round == self.round => {
                 self.account(&update.clients)?;
@@ -287,6 +302,11 @@ impl RoundCollector {
                     self.outcome.dropped.extend(late);
                 } else {
                     self.outcome.finished = self.outcome.finished.max(at);
+                    self.outcome.heard.push(Heard {
+                        clients: update.clients.clone(),
+                        loss: update.train_loss,
+                        bytes,
+                    });
                     match &mut self.folding {
                         Some(buffer) => buffer.accept(update).map_err(|e| self.protocol(e))?,
                         None => self.held.push(update),
@@ -363,6 +383,7 @@ impl RoundCollector {
                 Gathered::Held(held)
             }
         };
+        self.outcome.heard.sort_by_key(|h| h.clients[0]);
         self.outcome.dropped.sort_by_key(|d| d.client);
         self.outcome.failures.sort_by_key(|f| f.client);
         self.outcome

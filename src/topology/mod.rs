@@ -71,6 +71,14 @@ pub enum FederationError {
     /// A stop was requested (Ctrl-C, SIGTERM); the tree shut down after the work in flight.
     #[error("the run was stopped before its last round")]
     Stopped,
+    /// The algorithm's selection chose clients the round cannot take.
+    #[error("the selection of round {round} cannot be used: it {detail}")]
+    Selection {
+        /// The round (in an asynchronous federation, the dispatch).
+        round: u32,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// No client is online at or after this simulated time: the availability trace ran out
     /// before the run's rounds did.
     #[error(
@@ -97,6 +105,7 @@ impl FederationError {
             FederationError::TierLost { .. } => 2,
             FederationError::ClientFailed { .. }
             | FederationError::Protocol { .. }
+            | FederationError::Selection { .. }
             | FederationError::NoneOnline { .. } => 3,
             FederationError::Stopped => 4,
         }

@@ -5,21 +5,23 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rand::seq::index;
-
 use crate::availability::Availability;
 use crate::checkpoint::InFlightState;
 use crate::config::FailurePolicy;
+use crate::history::{ClientHistory, Seen};
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
 use crate::output::RoundRecord;
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
-use crate::strategy::{Aggregate, AsyncStrategy, Collected, Reads, Round, Strategy};
+use crate::strategy::selection::misfit;
+use crate::strategy::{
+    Aggregate, AsyncStrategy, Candidates, Collected, Reads, Round, Selector, Strategy,
+};
 use crate::training::ModelEvaluator;
 
 use super::clock::Clock;
-use super::collector::{Foresight, Gathered, RoundCollector, RoundOutcome};
+use super::collector::{Foresight, Gathered, Heard, RoundCollector, RoundOutcome};
 use super::{FederationError, TrafficMeter};
 
 /// How the server plays the run, with the server half that way of playing runs.
@@ -69,6 +71,10 @@ pub struct ServerSetup {
     pub initial_model: Vec<f32>,
     /// Rounds or asynchronous steps, with the algorithm's server half.
     pub mode: ServerMode,
+    /// How the algorithm chooses who trains, with its state where the run starts.
+    pub selector: Box<dyn Selector>,
+    /// What the server has seen of each client where the run starts.
+    pub history: ClientHistory,
     /// When each client is online: the server samples (or dispatches) only online clients.
     pub availability: Arc<Availability>,
     /// The clients' states, which the server reads between rounds for checkpoints.
@@ -118,6 +124,10 @@ pub struct RoundEnd {
     pub model: Arc<[f32]>,
     /// The strategy's state after the round, for checkpoints.
     pub strategy_state: Tensors,
+    /// The selector's state after the round, for checkpoints.
+    pub selector_state: Tensors,
+    /// What the server has seen of each client after the round, for checkpoints.
+    pub history: ClientHistory,
     /// The state of every client that has one after the round, for checkpoints (in an
     /// asynchronous federation, a client in flight with its state as it was dispatched).
     pub client_states: Vec<(ClientId, Tensors)>,
@@ -311,6 +321,8 @@ impl Server {
                 record,
                 model: global.clone(),
                 strategy_state: self.setup.mode.strategy_state(),
+                selector_state: self.setup.selector.state(),
+                history: self.setup.history.clone(),
                 // Every job of the round has finished and none of the next has started.
                 client_states: self.setup.client_states.snapshot(),
                 in_flight: None,
@@ -335,13 +347,13 @@ impl Server {
         let round_start = self.now;
         let online = self.await_online(roster)?;
         let (clients_per_round, deadline_s) = self.round_shape();
+        let sampled = self.select(round, roster, &online, clients_per_round)?;
         let deadline = deadline_s.map(|d| self.now + d);
-        let per_round = clients_per_round.min(online.len());
-        let sampled = sample(self.setup.seed, round, &online, per_round);
         let extras = self.rounds_strategy().downlink();
         self.send_downlinks(round, &sampled, roster, &global, &extras, deadline)?;
         let collected = self.collect(round, &sampled, roster, deadline)?;
         self.now = collected.finished;
+        self.remember(round, roster, &collected.heard);
         let train_loss = collected.updates.train_loss();
         let (global, metrics): (Arc<[f32]>, _) = if collected.updates.is_empty() {
             (global, Default::default())
@@ -373,6 +385,51 @@ impl Server {
         let mut record = self.evaluated(record, &global, round_start);
         record.wall_ms = wall_ms(started);
         Ok((global, record))
+    }
+
+    /// The clients of `round`, in id order: as many of the `online` ones (in id order) as the
+    /// round takes, as the algorithm's selector chooses them from the round's stream.
+    fn select(
+        &mut self,
+        round: u32,
+        roster: &Roster,
+        online: &[ClientId],
+        clients_per_round: usize,
+    ) -> Result<Vec<ClientId>, FederationError> {
+        let online: Vec<ClientInfo> = online.iter().map(|&c| roster.info(c)).collect();
+        let wanted = clients_per_round.min(online.len());
+        let mut rng = stream(self.setup.seed, Purpose::CLIENT_SAMPLING, round, 0);
+        let history = &self.setup.history;
+        let candidates = Candidates::new(round, &online, wanted, history, self.now);
+        let mut chosen = self.setup.selector.select(&candidates, &mut rng);
+        if let Some(detail) = misfit(&chosen, &online, wanted) {
+            return Err(FederationError::Selection { round, detail });
+        }
+        chosen.sort_unstable();
+        Ok(chosen)
+    }
+
+    /// Records what the updates of `round` that counted told of their clients: a client's own
+    /// update its loss and timings, a partial aggregate only that its clients took part.
+    pub(super) fn remember(&mut self, round: u32, roster: &Roster, heard: &[Heard]) {
+        for heard in heard {
+            match heard.clients[..] {
+                [client] => {
+                    let timings = self
+                        .clock
+                        .as_ref()
+                        .map(|clock| clock.timings((round, 0), roster.info(client), heard.bytes));
+                    let (train_s, upload_s) = timings.unzip();
+                    let seen = Seen::reported(round, heard.loss, train_s, upload_s);
+                    self.setup.history.record(client, seen);
+                }
+                ref clients => {
+                    for &client in clients {
+                        self.setup.history.record(client, Seen::took_part(round));
+                    }
+                }
+            }
+        }
     }
 
     /// `record`, of a round (or server step) that began at simulated time `began` and ends
@@ -572,18 +629,6 @@ impl Server {
         }
         Ok(())
     }
-}
-
-/// The clients sampled in `round`: `per_round` of the `roster` (every client, in id order)
-/// drawn without replacement from the round's stream, in id order.
-pub fn sample(seed: u64, round: u32, roster: &[ClientId], per_round: usize) -> Vec<ClientId> {
-    let mut rng = stream(seed, Purpose::CLIENT_SAMPLING, round, 0);
-    let mut sampled: Vec<ClientId> = index::sample(&mut rng, roster.len(), per_round)
-        .into_iter()
-        .map(|i| roster[i])
-        .collect();
-    sampled.sort_unstable();
-    sampled
 }
 
 /// Milliseconds since `started`, to a tenth.
