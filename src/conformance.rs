@@ -275,6 +275,12 @@ impl Kit<'_> {
         if reduction.first_round_only {
             sets.push("federation.rounds=1".into());
         }
+        sets.extend(
+            reduction
+                .settings
+                .iter()
+                .map(|(path, value)| format!("{path}={value}")),
+        );
         if !reduction.equal_clients {
             sets.push(format!("partition={UNEQUAL}"));
         }

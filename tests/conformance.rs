@@ -36,8 +36,8 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         assert_eq!(resumed_asynchronously, algorithm.asynchronous, "{passed:?}");
         checked.push((algorithm.name, passed.len()));
     }
-    // Every registered algorithm, the fifteen built-ins and the example at least.
-    assert!(checked.len() >= 16, "{checked:?}");
+    // Every registered algorithm, the seventeen built-ins and the example at least.
+    assert!(checked.len() >= 18, "{checked:?}");
     let asynchronous: Vec<&str> = registry
         .algorithms()
         .iter()
@@ -46,13 +46,13 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         .collect();
     assert_eq!(asynchronous, ["fedasync", "fedbuff"]);
     // Every built-in with a reduction in its file had it checked: FedProx, FedAvgM, SCAFFOLD,
-    // FedNova, q-FFL, the trimmed mean and FedAsync.
+    // FedNova, q-FFL, the trimmed mean, FedAsync and Power-of-Choice.
     let reductions = registry
         .algorithms()
         .iter()
         .filter(|a| !a.reductions.is_empty())
         .count();
-    assert_eq!(reductions, 7);
+    assert_eq!(reductions, 8);
 }
 
 /// A plug-in that breaks a promise: FedAvg whose server steps by `1 / t` in its `t`-th round,

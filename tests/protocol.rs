@@ -30,7 +30,7 @@ use fedsim::topology::{
     self, ClientConditions, FederationError, GroupSetup, Plan, ServerMode, ServerSetup, Start,
 };
 use fedsim::training::{
-    Answer, ClientFailure, ClientTrainer, Done, EchoTrainer, InjectedFaults, Job,
+    Answer, ClientFailure, ClientTrainer, Done, EchoTrainer, InjectedFaults, Job, Probe, ProbeDone,
 };
 use proptest::prelude::*;
 
@@ -281,6 +281,10 @@ impl ClientTrainer for StoppingAt {
         } else {
             self.echo.spawn(job, done);
         }
+    }
+
+    fn probe(&self, probe: Probe, done: ProbeDone) {
+        self.echo.probe(probe, done);
     }
 }
 

@@ -199,10 +199,13 @@ fn reduction_line(name: &str, reduction: &Reduction<serde_json::Map<String, Valu
     };
     let mut conditions = Vec::new();
     if reduction.equal_clients {
-        conditions.push("on clients of equal sizes");
+        conditions.push("on clients of equal sizes".to_string());
     }
     if reduction.first_round_only {
-        conditions.push("in the first round");
+        conditions.push("in the first round".to_string());
+    }
+    for (path, value) in &reduction.settings {
+        conditions.push(format!("with `{path}` {value}"));
     }
     let conditions = if conditions.is_empty() {
         String::new()

@@ -231,6 +231,16 @@ mod tests {
                 path: vec![NodeId::Scheduler(1), NodeId::Group(1)],
                 error: "panicked".to_string(),
             },
+            Message::Probe {
+                round: 2,
+                clients: vec![3],
+                model: Arc::from(vec![1.0f32, 2.0]),
+            },
+            Message::Probed {
+                round: 2,
+                client: 3,
+                loss: 0.1 + 0.2,
+            },
             Message::Exit,
             Message::ExitAck,
         ];

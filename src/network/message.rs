@@ -100,8 +100,8 @@ impl Dropped {
     }
 }
 
-/// One message on a link. Downward: `Downlink`, `Exit`. Upward: `SetUp`, `Uplink`, `Dropped`,
-/// `ClientFailed`, `ExitAck`.
+/// One message on a link. Downward: `Downlink`, `Probe`, `Exit`. Upward: `SetUp`, `Uplink`,
+/// `Probed`, `Dropped`, `ClientFailed`, `ExitAck`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum Message {
     /// A subtree announces the clients it hosts; sent once, before any round.
@@ -148,6 +148,25 @@ pub enum Message {
         /// What went wrong (an error or a panic message).
         error: String,
     },
+    /// The model for the listed clients to measure their training loss on, before the server
+    /// selects who trains (Power-of-Choice's probe). Addressed as a `Downlink` is.
+    Probe {
+        /// The round.
+        round: u32,
+        /// The clients to measure.
+        clients: Vec<ClientId>,
+        /// The model's parameters.
+        model: Arc<[f32]>,
+    },
+    /// A probed client's mean training loss on the model it was sent.
+    Probed {
+        /// The round.
+        round: u32,
+        /// The client.
+        client: ClientId,
+        /// Its mean loss.
+        loss: f64,
+    },
     /// Stop after the work in flight; answer with `ExitAck`.
     Exit,
     /// The receiver of `Exit` and everything below it have stopped.
@@ -163,6 +182,8 @@ impl Message {
             Message::Uplink(_) => "Uplink",
             Message::Dropped { .. } => "Dropped",
             Message::ClientFailed { .. } => "ClientFailed",
+            Message::Probe { .. } => "Probe",
+            Message::Probed { .. } => "Probed",
             Message::Exit => "Exit",
             Message::ExitAck => "ExitAck",
         }
@@ -187,6 +208,8 @@ impl Message {
             }
             Message::Dropped { clients, .. } => 8 * clients.len(),
             Message::ClientFailed { path, error, .. } => 4 + 4 * path.len() + error.len(),
+            Message::Probe { clients, model, .. } => 4 + 4 * clients.len() + 4 * model.len(),
+            Message::Probed { .. } => 4 + 4 + 8,
             Message::Exit | Message::ExitAck => 0,
         };
         HEADER_BYTES + payload as u64
@@ -196,13 +219,15 @@ impl Message {
     /// it crosses.
     pub fn single_client(&self) -> Option<ClientId> {
         match self {
-            Message::Downlink { clients, .. } | Message::Uplink(Update { clients, .. })
+            Message::Downlink { clients, .. }
+            | Message::Probe { clients, .. }
+            | Message::Uplink(Update { clients, .. })
                 if clients.len() == 1 =>
             {
                 Some(clients[0])
             }
             Message::Dropped { clients, .. } if clients.len() == 1 => Some(clients[0].client),
-            Message::ClientFailed { client, .. } => Some(*client),
+            Message::ClientFailed { client, .. } | Message::Probed { client, .. } => Some(*client),
             _ => None,
         }
     }

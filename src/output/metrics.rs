@@ -55,6 +55,15 @@ impl std::ops::AddAssign<&TierTraffic> for TierTraffic {
     }
 }
 
+/// A client's answer to a probe, as `metrics.jsonl` records it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProbedLoss {
+    /// The client.
+    pub client: ClientId,
+    /// Its mean training loss on the model.
+    pub loss: f64,
+}
+
 /// One line of `metrics.jsonl`. Every field but `wall_ms` is a function of the config: two
 /// runs of the same experiment give the same bytes once `wall_ms` is removed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,6 +79,11 @@ pub struct RoundRecord {
     /// Mean local training loss of the clients that contributed, weighted by their samples;
     /// absent when none did.
     pub train_loss: Option<f64>,
+    /// The clients the selection probed before choosing (Power-of-Choice's candidates), with
+    /// their mean training loss on the global model the round started from, in id order;
+    /// absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probed: Vec<ProbedLoss>,
     /// Test accuracy of the new global model, when this round was evaluated.
     pub test_accuracy: Option<f64>,
     /// Test loss of the new global model, when this round was evaluated.

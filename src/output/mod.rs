@@ -9,6 +9,8 @@ pub mod progress;
 pub mod run_folder;
 
 pub use manifest::{Environment, Manifest};
-pub use metrics::{ClientAccuracy, Evaluation, RoundRecord, StalenessRecord, Summary, TierTraffic};
+pub use metrics::{
+    ClientAccuracy, Evaluation, ProbedLoss, RoundRecord, StalenessRecord, Summary, TierTraffic,
+};
 pub use progress::{Progress, say};
 pub use run_folder::RunFolder;

@@ -190,6 +190,7 @@ impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
                 equals: reduction.equals,
                 equal_clients: reduction.equal_clients,
                 first_round_only: reduction.first_round_only,
+                settings: reduction.settings,
             })
             .collect()
     }

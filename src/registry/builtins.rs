@@ -14,7 +14,7 @@ use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
     FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgM, FedBuff, FedDyn, FedNova, FedProx, FedYogi,
-    Krum, Median, QFfl, Scaffold, TrimmedMean,
+    Krum, Median, Oort, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
 };
 
 /// Registers the built-in algorithms, models, data sets and partition schemes, in the order
@@ -35,7 +35,9 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(TrimmedMean)?
         .algorithm(Krum)?
         .algorithm(FedAsync)?
-        .algorithm(FedBuff)?;
+        .algorithm(FedBuff)?
+        .algorithm(Oort)?
+        .algorithm(PowerOfChoice)?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?

@@ -32,6 +32,8 @@ mod fedprox;
 pub mod fold;
 mod krum;
 mod median;
+mod oort;
+mod power_of_choice;
 mod qffl;
 mod scaffold;
 pub mod selection;
@@ -55,6 +57,8 @@ pub use fedprox::{FedProx, ProximalClient};
 pub use fold::{Fold, Folded, Sum, Totals, Weighting};
 pub use krum::{Krum, KrumServer};
 pub use median::{Median, MedianServer};
+pub use oort::{Oort, OortSelector};
+pub use power_of_choice::{PowerOfChoice, PowerOfChoiceSelector};
 pub use qffl::{QFfl, QFflClient, QFflServer};
 pub use scaffold::{Scaffold, ScaffoldClient, ScaffoldServer};
 pub use selection::{Candidates, Selector, Uniform};
@@ -145,6 +149,9 @@ pub struct Reduction<P> {
     pub equal_clients: bool,
     /// Whether it holds only in the first round (before any state differs).
     pub first_round_only: bool,
+    /// Fields of the experiment file it holds only with, as `--set` takes them: the field's
+    /// path and its value in JSON (`("federation.clients_per_round", "4")`).
+    pub settings: Vec<(&'static str, &'static str)>,
 }
 
 impl<P> Reduction<P> {
@@ -155,6 +162,7 @@ impl<P> Reduction<P> {
             equals,
             equal_clients: false,
             first_round_only: false,
+            settings: Vec::new(),
         }
     }
 
@@ -172,6 +180,13 @@ impl<P> Reduction<P> {
             first_round_only: true,
             ..self
         }
+    }
+
+    /// This reduction, holding only where the experiment file's field at `path` (as `--set`
+    /// names it) is `value` (JSON).
+    pub fn with_setting(mut self, path: &'static str, value: &'static str) -> Self {
+        self.settings.push((path, value));
+        self
     }
 }
 

@@ -207,6 +207,7 @@ impl Server {
                             clients: std::mem::take(&mut so_far.clients),
                             dropped: std::mem::take(&mut so_far.dropped),
                             train_loss: so_far.train_loss(),
+                            probed: Vec::new(),
                             test_accuracy: None,
                             test_loss: None,
                             test_class_accuracy: Vec::new(),

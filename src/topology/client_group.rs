@@ -6,6 +6,10 @@
 //! uploads. A client that draws a dropout for the round answers at once with `Dropped`
 //! instead of training, and so does one that is offline when its downlink arrives or goes
 //! offline before its training would end (at that moment, reason `offline`).
+//!
+//! A probe (the server asking clients for their loss before it selects who trains) takes a
+//! client one pass over its samples at its speed, and is answered whatever the client's dropout
+//! draw: a client online when asked answers.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +23,7 @@ use crate::network::{
     Update,
 };
 use crate::seed::{Purpose, stream};
-use crate::training::{ClientFailure, ClientTrainer, Done, Job};
+use crate::training::{ClientFailure, ClientTrainer, Done, Job, Probe, ProbeDone, Probed};
 
 use super::FederationError;
 
@@ -90,6 +94,12 @@ impl ClientConditions {
         }
     }
 
+    /// The simulated seconds `client` takes to measure a model's loss over its samples: one
+    /// pass at its speed.
+    pub fn probe_seconds(&self, client: ClientInfo) -> f64 {
+        client.num_samples as f64 / self.speeds[client.id]
+    }
+
     /// The SGD steps `client` takes on the model of (round, edge round) `rounds`, and the
     /// simulated seconds they take at its speed.
     pub fn training(&self, rounds: (u32, u32), client: ClientInfo) -> (u32, f64) {
@@ -146,12 +156,15 @@ pub struct ClientGroup {
     num_samples: HashMap<ClientId, usize>,
     /// Simulated time each in-flight client finishes training.
     in_flight: HashMap<ClientId, f64>,
+    /// Simulated time each client being probed finishes measuring its loss.
+    probing: HashMap<ClientId, f64>,
 }
 
 /// What the group's thread waits for.
 enum Event {
     FromParent(Option<Envelope>),
     Trained(Result<Update, ClientFailure>),
+    Probed(Result<Probed, ClientFailure>),
 }
 
 impl ClientGroup {
@@ -168,6 +181,7 @@ impl ClientGroup {
             link,
             num_samples,
             in_flight: HashMap::new(),
+            probing: HashMap::new(),
         }
     }
 
@@ -184,17 +198,19 @@ impl ClientGroup {
         // A parent that is already gone reports its own error; nothing to add here.
         let _ = self.link.send(set_up, 0.0);
         let (done_tx, done_rx) = flume::bounded(UPWARD_BACKLOG);
+        let (probed_tx, probed_rx) = flume::bounded(UPWARD_BACKLOG);
         let mut parent_open = true;
         let mut exiting = false;
-        while !(exiting && self.in_flight.is_empty()) {
+        while !(exiting && self.in_flight.is_empty() && self.probing.is_empty()) {
+            let held = "the group holds a sender";
+            let answers = flume::Selector::new()
+                .recv(&done_rx, |r| Event::Trained(r.expect(held)))
+                .recv(&probed_rx, |r| Event::Probed(r.expect(held)));
             let event = if exiting {
-                Event::Trained(done_rx.recv().expect("the group holds a sender"))
+                answers.wait()
             } else {
-                flume::Selector::new()
+                answers
                     .recv(self.link.receiver(), |m| Event::FromParent(m.ok()))
-                    .recv(&done_rx, |r| {
-                        Event::Trained(r.expect("the group holds a sender"))
-                    })
                     .wait()
             };
             match event {
@@ -219,6 +235,20 @@ impl ClientGroup {
                             parent_open &= self.start(job, envelope.at, &done_tx);
                         }
                     }
+                    Message::Probe {
+                        round,
+                        clients,
+                        model,
+                    } => {
+                        for client in clients {
+                            let probe = Probe {
+                                round,
+                                client,
+                                model: model.clone(),
+                            };
+                            self.start_probe(probe, envelope.at, &probed_tx);
+                        }
+                    }
                     Message::Exit => exiting = true,
                     other => {
                         return Err(FederationError::Protocol {
@@ -232,6 +262,7 @@ impl ClientGroup {
                     exiting = true;
                 }
                 Event::Trained(result) => parent_open &= self.finish(result),
+                Event::Probed(result) => parent_open &= self.finish_probe(result),
             }
         }
         if parent_open {
@@ -264,19 +295,53 @@ impl ClientGroup {
         self.link.send(dropped, at).is_ok()
     }
 
+    /// Starts measuring a client's loss for a probe that reached it at `arrived`: one pass
+    /// over its samples at its speed.
+    fn start_probe(&mut self, probe: Probe, arrived: f64, done: &ProbeDone) {
+        let client = ClientInfo {
+            id: probe.client,
+            num_samples: self.num_samples[&probe.client],
+        };
+        let seconds = self.setup.conditions.probe_seconds(client);
+        self.probing.insert(probe.client, arrived + seconds);
+        self.trainer.probe(probe, done.clone());
+    }
+
+    /// Sends a probed client's loss up; false if the parent is gone.
+    fn finish_probe(&mut self, result: Result<Probed, ClientFailure>) -> bool {
+        let (client, message) = match result {
+            Ok(probed) => (
+                probed.client,
+                Message::Probed {
+                    round: probed.round,
+                    client: probed.client,
+                    loss: probed.loss,
+                },
+            ),
+            Err(failure) => (failure.client, self.failed(failure)),
+        };
+        let finished = self
+            .probing
+            .remove(&client)
+            .expect("every answer belongs to a probed client");
+        self.link.send(message, finished).is_ok()
+    }
+
+    /// A client's failure, as the message that reports it up.
+    fn failed(&self, failure: ClientFailure) -> Message {
+        Message::ClientFailed {
+            round: failure.round,
+            client: failure.client,
+            path: vec![self.node()],
+            error: failure.error,
+        }
+    }
+
     /// Sends a finished client's result up; false if the parent is gone.
     fn finish(&mut self, result: Result<Update, ClientFailure>) -> bool {
         let (client, message) = match result {
             Ok(update) => (update.clients[0], Message::Uplink(update)),
-            Err(failure) => (
-                failure.client,
-                Message::ClientFailed {
-                    round: failure.round,
-                    client: failure.client,
-                    path: vec![self.node()],
-                    error: failure.error,
-                },
-            ),
+            Err(failure) => (failure.client, self.failed(failure)),
         };
         let finished = self
             .in_flight

@@ -9,6 +9,9 @@
 //! each ending in the mean the strategy allows (HierFAVG's edge aggregation: the
 //! sample-weighted mean of the models, plus the strategy's extra tensors), and sends the last
 //! one up as a partial aggregate, weighted by its total sample count.
+//!
+//! A probe (the server asking clients for their loss before it selects who trains) is relayed
+//! in either mode: each client is sent its own, and each answer goes up as it arrives.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -106,7 +109,7 @@ impl ServerConnector {
             };
             match event {
                 ServerSide::FromServer(Some(envelope)) => match envelope.message {
-                    Message::Downlink { .. } | Message::Exit => {
+                    Message::Downlink { .. } | Message::Probe { .. } | Message::Exit => {
                         if self.down.send(envelope).is_err() {
                             return Err(self.connector_lost());
                         }
@@ -224,6 +227,25 @@ impl ClientConnector {
                                 return self.shut_down();
                             }
                         }
+                    }
+                }
+                ClientSide::FromQueue(Some(Envelope {
+                    at,
+                    message:
+                        Message::Probe {
+                            round,
+                            clients,
+                            model,
+                        },
+                    ..
+                })) => {
+                    for client in clients {
+                        let probe = Message::Probe {
+                            round,
+                            clients: vec![client],
+                            model: model.clone(),
+                        };
+                        self.child.send(probe, at).map_err(|_| self.group_lost())?;
                     }
                 }
                 ClientSide::FromQueue(Some(_)) | ClientSide::FromQueue(None) => {

@@ -1,7 +1,7 @@
 //! The upper server: samples clients, sends them the global model, aggregates their updates
 //! and evaluates the result, round after round.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -10,7 +10,7 @@ use crate::checkpoint::InFlightState;
 use crate::config::FailurePolicy;
 use crate::history::{ClientHistory, Seen};
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
-use crate::output::RoundRecord;
+use crate::output::{ProbedLoss, RoundRecord};
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
@@ -347,7 +347,7 @@ impl Server {
         let round_start = self.now;
         let online = self.await_online(roster)?;
         let (clients_per_round, deadline_s) = self.round_shape();
-        let sampled = self.select(round, roster, &online, clients_per_round)?;
+        let (sampled, probed) = self.select(round, roster, &online, clients_per_round, &global)?;
         let deadline = deadline_s.map(|d| self.now + d);
         let extras = self.rounds_strategy().downlink();
         self.send_downlinks(round, &sampled, roster, &global, &extras, deadline)?;
@@ -371,6 +371,7 @@ impl Server {
             clients: sampled,
             dropped: collected.dropped,
             train_loss,
+            probed,
             test_accuracy: None,
             test_loss: None,
             test_class_accuracy: Vec::new(),
@@ -388,25 +389,133 @@ impl Server {
     }
 
     /// The clients of `round`, in id order: as many of the `online` ones (in id order) as the
-    /// round takes, as the algorithm's selector chooses them from the round's stream.
+    /// round takes, as the algorithm's selector chooses them from the round's stream, with the
+    /// losses of the clients it probed first on `global` (in id order).
     fn select(
         &mut self,
         round: u32,
         roster: &Roster,
         online: &[ClientId],
         clients_per_round: usize,
-    ) -> Result<Vec<ClientId>, FederationError> {
+        global: &Arc<[f32]>,
+    ) -> Result<(Vec<ClientId>, Vec<ProbedLoss>), FederationError> {
         let online: Vec<ClientInfo> = online.iter().map(|&c| roster.info(c)).collect();
         let wanted = clients_per_round.min(online.len());
         let mut rng = stream(self.setup.seed, Purpose::CLIENT_SAMPLING, round, 0);
         let history = &self.setup.history;
         let candidates = Candidates::new(round, &online, wanted, history, self.now);
+        let mut asked = self.setup.selector.probe(&candidates, &mut rng);
+        let probed = if asked.is_empty() {
+            Vec::new()
+        } else {
+            if let Some(detail) = misfit(&asked, &online, asked.len()) {
+                let detail = format!("asked to probe clients it cannot: it {detail}");
+                return Err(FederationError::Selection { round, detail });
+            }
+            asked.sort_unstable();
+            self.probe(round, &asked, roster, global)?
+        };
+        let history = &self.setup.history;
+        let candidates =
+            Candidates::new(round, &online, wanted, history, self.now).with_probed(&probed);
         let mut chosen = self.setup.selector.select(&candidates, &mut rng);
         if let Some(detail) = misfit(&chosen, &online, wanted) {
             return Err(FederationError::Selection { round, detail });
         }
         chosen.sort_unstable();
-        Ok(chosen)
+        let probed = probed
+            .into_iter()
+            .map(|(client, loss)| ProbedLoss { client, loss })
+            .collect();
+        Ok((chosen, probed))
+    }
+
+    /// Asks `clients` (in id order) for their mean training loss on `model`, and waits on the
+    /// simulated clock for the last answer. Returns the losses in id order: under the drop
+    /// policy a client whose probe failed is left out of them, and so out of the candidates.
+    fn probe(
+        &mut self,
+        round: u32,
+        clients: &[ClientId],
+        roster: &Roster,
+        model: &Arc<[f32]>,
+    ) -> Result<Vec<(ClientId, f64)>, FederationError> {
+        for (child, clients) in self.addressed(clients, roster) {
+            let probe = Message::Probe {
+                round,
+                clients,
+                model: model.clone(),
+            };
+            let child = &self.children[child];
+            child
+                .link
+                .send(probe, self.now)
+                .map_err(|_| lost(child.node))?;
+        }
+        let mut waiting: BTreeSet<ClientId> = clients.iter().copied().collect();
+        let (mut losses, mut failures) = (Vec::new(), Vec::new());
+        let mut finished = self.now;
+        while !waiting.is_empty() {
+            let (_, Envelope { at, message, .. }) = self.recv_any()?;
+            match message {
+                Message::Probed {
+                    round: r,
+                    client,
+                    loss,
+                } if r == round && waiting.remove(&client) => losses.push((client, loss)),
+                Message::ClientFailed {
+                    round: r,
+                    client,
+                    path,
+                    error,
+                } if r == round && waiting.remove(&client) => {
+                    failures.push((client, path, error));
+                }
+                other => {
+                    return Err(protocol(format!(
+                        "unexpected {} while probing round {round}",
+                        other.code()
+                    )));
+                }
+            }
+            finished = finished.max(at);
+        }
+        if self.stop.is_requested() {
+            return Err(FederationError::Stopped);
+        }
+        failures.sort_by_key(|(client, ..)| *client);
+        if let (FailurePolicy::Abort, Some((client, path, error))) =
+            (self.setup.on_client_failure, failures.into_iter().next())
+        {
+            return Err(FederationError::ClientFailed {
+                round,
+                client,
+                path,
+                error,
+            });
+        }
+        self.now = finished;
+        losses.sort_by_key(|(client, _)| *client);
+        Ok(losses)
+    }
+
+    /// `clients` (in id order) by the child that reaches them, as the child takes them: a
+    /// client group one message per client (each client downloads its own copy), a scheduler
+    /// one message listing its clients.
+    fn addressed(&self, clients: &[ClientId], roster: &Roster) -> Vec<(usize, Vec<ClientId>)> {
+        let mut per_child = vec![Vec::new(); self.children.len()];
+        for &client in clients {
+            per_child[roster.child_of[&client]].push(client);
+        }
+        let mut addressed = Vec::new();
+        for (index, (child, mine)) in self.children.iter().zip(per_child).enumerate() {
+            if child.is_group() {
+                addressed.extend(mine.into_iter().map(|c| (index, vec![c])));
+            } else if !mine.is_empty() {
+                addressed.push((index, mine));
+            }
+        }
+        addressed
     }
 
     /// Records what the updates of `round` that counted told of their clients: a client's own
@@ -488,32 +597,20 @@ impl Server {
         extras: &Tensors,
         deadline: Option<f64>,
     ) -> Result<(), FederationError> {
-        let mut per_child = vec![Vec::new(); self.children.len()];
-        for &client in sampled {
-            per_child[roster.child_of[&client]].push(client);
-        }
-        for (child, mine) in self.children.iter().zip(per_child) {
-            let batches: Vec<Vec<ClientId>> = if child.is_group() {
-                mine.into_iter().map(|c| vec![c]).collect()
-            } else if mine.is_empty() {
-                Vec::new()
-            } else {
-                vec![mine]
+        for (child, clients) in self.addressed(sampled, roster) {
+            let downlink = Message::Downlink {
+                round,
+                edge_round: 0,
+                clients,
+                model: model.clone(),
+                extras: extras.clone(),
+                deadline,
             };
-            for clients in batches {
-                let downlink = Message::Downlink {
-                    round,
-                    edge_round: 0,
-                    clients,
-                    model: model.clone(),
-                    extras: extras.clone(),
-                    deadline,
-                };
-                child
-                    .link
-                    .send(downlink, self.now)
-                    .map_err(|_| lost(child.node))?;
-            }
+            let child = &self.children[child];
+            child
+                .link
+                .send(downlink, self.now)
+                .map_err(|_| lost(child.node))?;
         }
         Ok(())
     }
@@ -620,6 +717,7 @@ impl Server {
                 // Answers still in flight, or a set-up that a stop during set-up overtook.
                 Message::SetUp { .. }
                 | Message::Uplink(_)
+                | Message::Probed { .. }
                 | Message::Dropped { .. }
                 | Message::ClientFailed { .. } => {}
                 other => {

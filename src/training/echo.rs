@@ -2,7 +2,10 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, answer};
+use super::{
+    ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, Probe, ProbeDone, Probed,
+    answer,
+};
 use crate::network::{ClientId, Update};
 
 /// Clients that "train" by sending back the model they were sent, at once. The message-path
@@ -65,6 +68,19 @@ impl EchoTrainer {
 impl ClientTrainer for EchoTrainer {
     fn spawn(&self, job: Job, done: Done) {
         self.queue.push(job, done);
+    }
+
+    /// Answers at once, with the client's sample count for its loss: the largest clients look
+    /// the worst fitted.
+    fn probe(&self, probe: Probe, done: ProbeDone) {
+        let loss = self.shared.num_samples[probe.client] as f64;
+        self.queue.run_aside(move || {
+            let _ = done.send(Ok(Probed {
+                round: probe.round,
+                client: probe.client,
+                loss,
+            }));
+        });
     }
 }
 

@@ -76,10 +76,39 @@ pub trait ClientTrainer: Send + Sync {
     /// [`crate::network::UPWARD_BACKLOG`]) and the caller drains it. Jobs should start lowest
     /// (round, edge round, client) first, as [`Trainer`] starts them.
     fn spawn(&self, job: Job, done: Done);
+
+    /// Queues a probe: the client's mean loss on the model, over its training data. As with
+    /// [`ClientTrainer::spawn`], the answer goes to `done` from another thread.
+    fn probe(&self, probe: Probe, done: ProbeDone);
 }
 
 /// Where a job's result goes.
 pub type Done = flume::Sender<Result<Update, ClientFailure>>;
+
+/// A client asked for its loss on a model before the server selects who trains.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    /// The round.
+    pub round: u32,
+    /// The client.
+    pub client: ClientId,
+    /// The model to measure.
+    pub model: Arc<[f32]>,
+}
+
+/// A probe's answer: the client's mean loss.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Probed {
+    /// The round.
+    pub round: u32,
+    /// The client.
+    pub client: ClientId,
+    /// Its mean loss on the model over its training data.
+    pub loss: f64,
+}
+
+/// Where a probe's answer goes.
+pub type ProbeDone = flume::Sender<Result<Probed, ClientFailure>>;
 
 /// What a worker does with a job: train the client (or fail), on the worker's thread.
 type Work = dyn Fn(Job) -> Result<Update, ClientFailure> + Send + Sync;
@@ -142,6 +171,12 @@ impl JobQueue {
         })
     }
 
+    /// Runs `task` on a worker of the pool, besides the queued jobs (a probe, which comes
+    /// before any training of its round).
+    pub(crate) fn run_aside(&self, task: impl FnOnce() + Send + 'static) {
+        self.pool.spawn(task);
+    }
+
     /// Queues `job`; when a worker is free it works on the lowest queued job and sends the
     /// result to that job's `done`. The pool gets one task per job, and each task takes
     /// whichever job is lowest at the time.
@@ -166,13 +201,13 @@ impl JobQueue {
 }
 
 /// Runs one client's `work`, turning an error or a panic into a [`ClientFailure`].
-fn answer(
+fn answer<T>(
     round: u32,
     client: ClientId,
-    work: impl FnOnce() -> Result<Update, TrainError>,
-) -> Result<Update, ClientFailure> {
+    work: impl FnOnce() -> Result<T, TrainError>,
+) -> Result<T, ClientFailure> {
     let error = match catch_unwind(AssertUnwindSafe(work)) {
-        Ok(Ok(update)) => return Ok(update),
+        Ok(Ok(answer)) => return Ok(answer),
         Ok(Err(error)) => error.to_string(),
         Err(panic) => format!("panicked: {}", panic_message(panic.as_ref())),
     };

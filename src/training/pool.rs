@@ -10,7 +10,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::evaluate::mean_loss;
 use super::sgd::{LocalData, LocalTask, TrainError, local_train};
-use super::{ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, answer};
+use super::{
+    ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, Probe, ProbeDone, Probed,
+    answer,
+};
+use burn::tensor::Device;
+
 use crate::backend::BackendKind;
 use crate::config::Attack;
 use crate::config::ClientConfig;
@@ -54,6 +59,7 @@ pub struct TrainerSetup {
 /// Trains clients on burn, one per worker of a rayon pool, each worker keeping its model.
 pub struct Trainer {
     queue: JobQueue,
+    shared: Arc<Shared>,
 }
 
 struct Shared {
@@ -70,13 +76,14 @@ impl Trainer {
         num_parallels: usize,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
         let workers = (0..num_parallels).map(|_| Mutex::new(None)).collect();
-        let shared = Shared { setup, workers };
+        let shared = Arc::new(Shared { setup, workers });
+        let training = shared.clone();
         let queue = JobQueue::new(
             num_parallels,
             "worker",
-            Arc::new(move |job| shared.train(job)),
+            Arc::new(move |job| training.train(job)),
         )?;
-        Ok(Self { queue })
+        Ok(Self { queue, shared })
     }
 }
 
@@ -84,26 +91,73 @@ impl ClientTrainer for Trainer {
     fn spawn(&self, job: Job, done: Done) {
         self.queue.push(job, done);
     }
+
+    fn probe(&self, probe: Probe, done: ProbeDone) {
+        let shared = self.shared.clone();
+        self.queue.run_aside(move || {
+            let (round, client) = (probe.round, probe.client);
+            let loss = answer(round, client, || shared.probe_on_this_worker(&probe));
+            let probed = loss.map(|loss| Probed {
+                round,
+                client,
+                loss,
+            });
+            // As with training: a receiver gone is a group shutting down.
+            let _ = done.send(probed);
+        });
+    }
 }
 
 impl Shared {
-    fn train(&self, job: Job) -> Result<Update, ClientFailure> {
-        let (round, client) = (job.round, job.client);
-        answer(round, client, || self.train_on_this_worker(job))
-    }
-
-    fn train_on_this_worker(&self, job: Job) -> Result<Update, TrainError> {
-        let setup = &self.setup;
-        if setup.stop.is_requested() {
+    /// Runs `work` on this worker's model loaded with `model`, and keeps the model it gives
+    /// back for the worker's next client. A client that fails leaves the worker without one.
+    fn on_this_worker<T>(
+        &self,
+        model: &[f32],
+        work: impl FnOnce(Net, &Device) -> Result<(Net, T), TrainError>,
+    ) -> Result<T, TrainError> {
+        if self.setup.stop.is_requested() {
             return Err(TrainError::Stopped);
         }
-        let worker = rayon::current_thread_index().expect("jobs run on the trainer's pool");
+        let worker = rayon::current_thread_index().expect("clients run on the trainer's pool");
         let mut slot = self.workers[worker]
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let device = setup.backend.training_device();
+        let device = self.setup.backend.training_device();
         let net = slot.take().unwrap_or_else(|| self.new_net(&device));
-        let net = flat::load(net, &job.model);
+        let (net, answer) = work(flat::load(net, model), &device)?;
+        *slot = Some(net);
+        Ok(answer)
+    }
+
+    /// The mean loss of `probe`'s model over its client's training data, as that client sees
+    /// them (a label-flipping attacker with its labels flipped).
+    fn probe_on_this_worker(&self, probe: &Probe) -> Result<f64, TrainError> {
+        let setup = &self.setup;
+        self.on_this_worker(&probe.model, |net, device| {
+            let local = LocalData {
+                data: &setup.data,
+                indices: &setup.partition.clients[probe.client],
+                flip_labels: self
+                    .attack_of(probe.client)
+                    .is_some_and(Attack::flips_labels),
+            };
+            let loss = mean_loss(&net, local, setup.client.batch_size, device);
+            Ok((net, loss))
+        })
+    }
+
+    fn train(&self, job: Job) -> Result<Update, ClientFailure> {
+        let (round, client) = (job.round, job.client);
+        answer(round, client, || {
+            self.on_this_worker(&job.model, |net, device| self.train_net(&job, net, device))
+        })
+    }
+
+    /// Trains `job`'s client from `net`, loaded with the job's model; gives the trained
+    /// network back with the client's update.
+    fn train_net(&self, job: &Job, net: Net, device: &Device) -> Result<(Net, Update), TrainError> {
+        let setup = &self.setup;
         setup.faults.strike(job.round, job.client)?;
         let indices = &setup.partition.clients[job.client];
         let purpose = Purpose::LOCAL_SHUFFLE.at_edge_round(job.edge_round);
@@ -126,16 +180,15 @@ impl Shared {
         let loss_at_global = setup
             .algorithm
             .needs_loss_at_global()
-            .then(|| mean_loss(&net, local, setup.client.batch_size, &device));
+            .then(|| mean_loss(&net, local, setup.client.batch_size, device));
         let task = LocalTask {
             config: &setup.client,
             budget: job.steps,
             objective: &objective,
             anchor: &job.model,
         };
-        let result = local_train(net, local, task, &mut rng, &device, &setup.stop)?;
+        let result = local_train(net, local, task, &mut rng, device, &setup.stop)?;
         let mut params = flat::flatten(&result.net);
-        *slot = Some(result.net);
         let trained = Trained {
             params: &params,
             steps: result.steps,
@@ -147,7 +200,7 @@ impl Shared {
             let key = (setup.seed, job.round, job.edge_round);
             attack.corrupt(key, job.client, &job.model, &mut params);
         }
-        Ok(Update {
+        let update = Update {
             round: job.round,
             clients: vec![job.client],
             num_samples: indices.len(),
@@ -155,11 +208,12 @@ impl Shared {
             steps: result.steps,
             params,
             extras,
-        })
+        };
+        Ok((result.net, update))
     }
 
     /// A model for a worker that has none yet.
-    fn new_net(&self, device: &burn::tensor::Device) -> Net {
+    fn new_net(&self, device: &Device) -> Net {
         let data = &self.setup.data;
         self.setup.model.build(data.shape(), device)
     }
