@@ -9,7 +9,8 @@
 //! println!("{passed:?}");
 //! ```
 //!
-//! Each check runs the algorithm, with its default parameters, as real experiments: the
+//! Each check runs the algorithm, with its default parameters ([`check`]) or those given
+//! ([`check_with`]), as real experiments: the
 //! built-in Breast Cancer Wisconsin table split among 13 equal clients (6 a round, 4 rounds),
 //! a logistic model, one local epoch; a run takes milliseconds. The checks:
 //!
@@ -46,9 +47,10 @@ use crate::strategy::EdgeAggregation;
 use crate::topology::FederationError;
 use crate::{Error, Experiment, Resumable, RunResult};
 
-/// A promise the algorithm breaks, or a run the kit could not make.
+/// A promise the algorithm breaks, or a run the kit could not make; with every other check
+/// that failed after it, since a failed check does not stop those that follow.
 #[derive(Debug, thiserror::Error)]
-#[error("{algorithm}: {check}: {detail}")]
+#[error("{algorithm}: {check}: {detail}{}", others.iter().map(|o| format!("\n{o}")).collect::<String>())]
 pub struct Nonconformance {
     /// The algorithm checked.
     pub algorithm: String,
@@ -56,19 +58,42 @@ pub struct Nonconformance {
     pub check: &'static str,
     /// What happened instead.
     pub detail: String,
+    /// The checks that failed after this one.
+    pub others: Vec<Nonconformance>,
 }
 
-/// Runs every check on the algorithm registered as `algorithm`, its runs in folders under
-/// `scratch` (created if missing); returns the names of the checks that ran and held.
+/// Runs every check on the algorithm registered as `algorithm`, with its default parameters,
+/// its runs in folders under `scratch` (created if missing); returns the names of the checks
+/// that ran and held.
 pub fn check(
     registry: &Registry,
     algorithm: &str,
     scratch: &Path,
 ) -> Result<Vec<&'static str>, Nonconformance> {
+    check_with(registry, algorithm, &serde_json::Map::new(), scratch)
+}
+
+/// Like [`check`], with the parameters in `params` (as the experiment file's `strategy`
+/// section holds them beside the name): what an algorithm does only away from its defaults (a
+/// split that needs a threshold crossed) is checked too. The runs go under `scratch`, in a
+/// folder of their own, emptied first.
+pub fn check_with(
+    registry: &Registry,
+    algorithm: &str,
+    params: &serde_json::Map<String, Value>,
+    scratch: &Path,
+) -> Result<Vec<&'static str>, Nonconformance> {
+    let mut strategy = params.clone();
+    strategy.insert("name".into(), Value::String(algorithm.to_string()));
+    let folder = match params.is_empty() {
+        true => algorithm.to_string(),
+        false => format!("{algorithm}-with-params"),
+    };
     let kit = Kit {
         registry,
         algorithm,
-        scratch: scratch.join(algorithm),
+        strategy: Value::Object(strategy),
+        scratch: scratch.join(folder),
         mode: &[],
     };
     let info = registry.algorithm(algorithm).ok_or_else(|| {
@@ -78,65 +103,64 @@ pub fn check(
         )
     })?;
     let _ = fs::remove_dir_all(&kit.scratch);
-    let mut passed = Vec::new();
-
+    // Every other check compares with this run: without it, none can run.
     let flat = kit.finish("flat", &[])?;
-    passed.push("runs flat");
-    let relay = kit.finish("relay", &[RELAY])?;
-    kit.same("relay equals flat", &relay, &flat, &["traffic"])?;
-    passed.push("relay equals flat");
-    let serial = kit.finish("one-worker", &["federation.num_parallels=1"])?;
-    kit.same("one worker equals two", &serial, &flat, &[])?;
-    passed.push("one worker equals two");
-
+    let mut checks = Checks {
+        passed: vec!["runs flat"],
+        breaches: Vec::new(),
+    };
+    checks.run("relay equals flat", || {
+        let relay = kit.finish("relay", &[RELAY])?;
+        kit.same("relay equals flat", &relay, &flat, &["traffic"])
+    });
+    checks.run("one worker equals two", || {
+        let serial = kit.finish("one-worker", &["federation.num_parallels=1"])?;
+        kit.same("one worker equals two", &serial, &flat, &[])
+    });
     let aggregate = match info.edge {
         EdgeAggregation::Unsupported(reason) => {
-            kit.refused("aggregating schedulers refused", &aggregate(1), reason)?;
-            passed.push("aggregating schedulers refused");
+            checks.run("aggregating schedulers refused", || {
+                kit.refused("aggregating schedulers refused", &aggregate(1), reason)
+            });
             None
         }
         EdgeAggregation::Mean {
             several_edge_rounds,
             ..
         } => {
-            kit.finish("aggregate", &[&aggregate(1)])?;
-            passed.push("runs under aggregating schedulers");
+            checks.run("runs under aggregating schedulers", || {
+                kit.finish("aggregate", &[&aggregate(1)]).map(drop)
+            });
             if several_edge_rounds {
-                kit.finish("aggregate-2", &[&aggregate(2)])?;
-                passed.push("runs with two edge rounds");
+                checks.run("runs with two edge rounds", || {
+                    kit.finish("aggregate-2", &[&aggregate(2)]).map(drop)
+                });
             }
             Some(aggregate(1))
         }
     };
-
-    kit.resumes(&flat)?;
-    passed.push("a stopped run resumes to the same bits");
-
+    checks.run("a stopped run resumes to the same bits", || {
+        kit.resumes(&flat)
+    });
     let sampled = &flat.rounds[FAILING_ROUND as usize - 1].clients;
     let first = *sampled.iter().min().expect("a round samples clients");
-    let failing = (RELAY, &[FAILING_ROUND][..]);
-    kit.fails(
-        "a failing client ends a relayed run",
-        "failing-relay",
-        failing,
-        Some((FAILING_ROUND, first)),
-    )?;
-    passed.push("a failing client ends a relayed run");
+    let check = "a failing client ends a relayed run";
+    checks.run(check, || {
+        let failing = (RELAY, &[FAILING_ROUND][..]);
+        let named = Some((FAILING_ROUND, first));
+        kit.fails(check, "failing-relay", failing, named).map(drop)
+    });
     if let Some(aggregate) = &aggregate {
         let check = "a failing client ends an aggregated run";
-        let failing = (aggregate.as_str(), &[FAILING_ROUND][..]);
-        kit.fails(
-            check,
-            "failing-aggregate",
-            failing,
-            Some((FAILING_ROUND, first)),
-        )?;
-        passed.push(check);
+        checks.run(check, || {
+            let failing = (aggregate.as_str(), &[FAILING_ROUND][..]);
+            let named = Some((FAILING_ROUND, first));
+            kit.fails(check, "failing-aggregate", failing, named)
+                .map(drop)
+        });
     }
-
     for index in 0..info.reductions.len() {
-        kit.reduction(index)?;
-        passed.push("a declared reduction holds");
+        checks.run("a declared reduction holds", || kit.reduction(index));
     }
     if info.asynchronous {
         let kit = Kit {
@@ -144,9 +168,41 @@ pub fn check(
             scratch: kit.scratch.join("asynchronous"),
             ..kit
         };
-        passed.extend(kit.asynchronous()?);
+        match kit.asynchronous() {
+            Ok(passed) => checks.passed.extend(passed),
+            Err(breach) => checks.breaches.push(breach),
+        }
     }
-    Ok(passed)
+    checks.into_result()
+}
+
+/// The checks run so far: those that held, and the breaches of those that did not.
+struct Checks {
+    passed: Vec<&'static str>,
+    breaches: Vec<Nonconformance>,
+}
+
+impl Checks {
+    /// Runs the check `name`, noting whether it held; a breach does not stop the checks that
+    /// follow.
+    fn run(&mut self, name: &'static str, check: impl FnOnce() -> Result<(), Nonconformance>) {
+        match check() {
+            Ok(()) => self.passed.push(name),
+            Err(breach) => self.breaches.push(breach),
+        }
+    }
+
+    /// The checks that held, or the first breach with every later one in its `others`.
+    fn into_result(self) -> Result<Vec<&'static str>, Nonconformance> {
+        let mut breaches = self.breaches.into_iter();
+        match breaches.next() {
+            None => Ok(self.passed),
+            Some(mut first) => {
+                first.others = breaches.collect();
+                Err(first)
+            }
+        }
+    }
 }
 
 /// Checks the algorithm's `index`-th declared reduction alone ([`check`] checks them all).
@@ -159,6 +215,7 @@ pub fn reduction(
     let kit = Kit {
         registry,
         algorithm,
+        strategy: json!({"name": algorithm}),
         scratch: scratch.join(algorithm),
         mode: &[],
     };
@@ -190,7 +247,7 @@ fn aggregate(edge_rounds: u32) -> String {
 }
 
 /// The kit's experiment: small, real and fast.
-fn base(algorithm: &str) -> Value {
+fn base(strategy: &Value) -> Value {
     json!({
         "name": "conformance",
         "seed": 3,
@@ -199,7 +256,7 @@ fn base(algorithm: &str) -> Value {
         "model": "logistic",
         "federation": {"num_clients": 13, "clients_per_round": 6, "rounds": 4, "num_parallels": 2},
         "client": {"epochs": 1, "batch_size": 8, "lr": 0.05},
-        "strategy": {"name": algorithm},
+        "strategy": strategy,
         "eval": {"every": 1}
     })
 }
@@ -209,6 +266,8 @@ struct Kit<'a> {
     registry: &'a Registry,
     algorithm: &'a str,
     scratch: PathBuf,
+    /// The experiment file's `strategy` section: the algorithm's name and parameters.
+    strategy: Value,
     /// Settings every run of the kit takes first: none, or the asynchronous federation's.
     mode: &'a [&'a str],
 }
@@ -219,6 +278,7 @@ impl Kit<'_> {
             algorithm: self.algorithm.to_string(),
             check,
             detail,
+            others: Vec::new(),
         }
     }
 
@@ -232,7 +292,7 @@ impl Kit<'_> {
             .collect::<Result<Vec<_>, _>>()?;
         let path = self.scratch.join("experiment.json");
         let config = ExperimentConfig::with_overrides(
-            base(self.algorithm),
+            base(&self.strategy),
             &path,
             &overrides,
             self.registry,
@@ -295,8 +355,10 @@ impl Kit<'_> {
         self.same(check, &reduced, &target, &["traffic", "strategy"])
     }
 
-    /// Checks that `run` gave `reference`'s model and records, but for `ignored` fields and
-    /// the wall time.
+    /// Checks that `run` gave `reference`'s records, but for `ignored` fields and the wall
+    /// time, and its model, to the bit. A difference is named where it first shows: the
+    /// round and its fields that differ, or the final model's first differing parameter and
+    /// the largest difference.
     fn same(
         &self,
         check: &'static str,
@@ -304,21 +366,23 @@ impl Kit<'_> {
         reference: &RunResult,
         ignored: &[&str],
     ) -> Result<(), Nonconformance> {
-        if run.model != reference.model {
-            return Err(self.breach(check, "the final models differ".into()));
-        }
         let (a, b) = (
             records(&run.rounds, ignored),
             records(&reference.rounds, ignored),
         );
-        match a.iter().zip(&b).position(|(x, y)| x != y) {
-            Some(i) => Err(self.breach(
-                check,
-                format!("round {} differs:\n  {}\n  {}", i + 1, a[i], b[i]),
-            )),
-            None if a.len() != b.len() => {
-                Err(self.breach(check, format!("{} rounds against {}", a.len(), b.len())))
-            }
+        if let Some(i) = a.iter().zip(&b).position(|(x, y)| x != y) {
+            let detail = format!(
+                "round {} differs: {}",
+                i + 1,
+                field_differences(&a[i], &b[i])
+            );
+            return Err(self.breach(check, detail));
+        }
+        if a.len() != b.len() {
+            return Err(self.breach(check, format!("{} rounds against {}", a.len(), b.len())));
+        }
+        match model_difference(&run.model, &reference.model) {
+            Some(detail) => Err(self.breach(check, format!("the final models differ: {detail}"))),
             None => Ok(()),
         }
     }
@@ -439,6 +503,54 @@ impl Kit<'_> {
             Ok(_) => Err(self.breach(check, "the run finished".into())),
         }
     }
+}
+
+/// The fields in which two records differ, each with both values: `train_loss 0.5 against
+/// 0.25, test_accuracy 0.9 against 0.8`.
+fn field_differences(a: &Value, b: &Value) -> String {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return format!("{a} against {b}");
+    };
+    let fields: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let missing = Value::Null;
+    fields
+        .into_iter()
+        .filter_map(|field| {
+            let (x, y) = (
+                a.get(field).unwrap_or(&missing),
+                b.get(field).unwrap_or(&missing),
+            );
+            (x != y).then(|| format!("{field} {x} against {y}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How two models differ, or `None` where they are the same to the bit: their first
+/// differing parameter with both values, how many differ, and the largest difference.
+fn model_difference(model: &[f32], reference: &[f32]) -> Option<String> {
+    if model.len() != reference.len() {
+        return Some(format!(
+            "{} parameters against {}",
+            model.len(),
+            reference.len()
+        ));
+    }
+    let differing: Vec<usize> = (0..model.len())
+        .filter(|&i| model[i].to_bits() != reference[i].to_bits())
+        .collect();
+    let &first = differing.first()?;
+    let largest = differing
+        .iter()
+        .map(|&i| (f64::from(model[i]) - f64::from(reference[i])).abs())
+        .fold(0.0, f64::max);
+    Some(format!(
+        "parameter {first} is {} against {}; {} of {} parameters differ, by up to {largest:e}",
+        model[first],
+        reference[first],
+        differing.len(),
+        model.len()
+    ))
 }
 
 /// The records as JSON, without their wall time and `ignored` fields.

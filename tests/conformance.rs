@@ -13,6 +13,7 @@ use fedsim::strategy::{
     Aggregate, Algorithm, Collected, EdgeAggregation, NoParams, Reads, Reduction, Round, Setting,
     Strategy, Sum, Weighting,
 };
+use serde_json::json;
 
 /// The built-ins and the example's FedExP.
 fn registry() -> Registry {
@@ -36,8 +37,8 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         assert_eq!(resumed_asynchronously, algorithm.asynchronous, "{passed:?}");
         checked.push((algorithm.name, passed.len()));
     }
-    // Every registered algorithm, the seventeen built-ins and the example at least.
-    assert!(checked.len() >= 18, "{checked:?}");
+    // Every registered algorithm, the eighteen built-ins and the example at least.
+    assert!(checked.len() >= 19, "{checked:?}");
     let asynchronous: Vec<&str> = registry
         .algorithms()
         .iter()
@@ -53,6 +54,29 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         .filter(|a| !a.reductions.is_empty())
         .count();
     assert_eq!(reductions, 8);
+}
+
+#[test]
+fn algorithms_keep_the_promises_away_from_their_defaults_too() {
+    let registry = registry();
+    let scratch = tempfile::tempdir().unwrap();
+    for (algorithm, params) in [
+        // CFL splitting whenever a cluster has three clients in a round: clients are sent
+        // models of their own from the first round on.
+        ("cfl", json!({"eps_1": 1e9, "eps_2": 1e-9, "warmup": 0})),
+        // Oort exploiting most of each round from the second on.
+        ("oort", json!({"exploration": 0.2, "exploration_min": 0.0})),
+        // Power-of-Choice probing every client.
+        ("power_of_choice", json!({"d": 13})),
+    ] {
+        let params = params.as_object().unwrap();
+        let passed = conformance::check_with(&registry, algorithm, params, scratch.path())
+            .unwrap_or_else(|breach| panic!("{breach}"));
+        assert!(
+            passed.contains(&"a stopped run resumes to the same bits"),
+            "{passed:?}"
+        );
+    }
 }
 
 /// A plug-in that breaks a promise: FedAvg whose server steps by `1 / t` in its `t`-th round,
@@ -114,7 +138,15 @@ fn a_broken_promise_is_named() {
         breach.check, "a stopped run resumes to the same bits",
         "{breach}"
     );
-    assert!(breach.to_string().contains("differ"), "{breach}");
+    // The resumed run steps by 1 again in round 2, where the straight one stepped by 1/2.
+    assert!(
+        breach.detail.starts_with("round 2 differs: test_loss"),
+        "{breach}"
+    );
+    // The checks after it ran: its false reduction is named too.
+    let others: Vec<&str> = breach.others.iter().map(|o| o.check).collect();
+    assert_eq!(others, ["a declared reduction holds"], "{breach}");
+    assert!(breach.to_string().contains("\nforgetful: a declared reduction holds: round "));
     let breach = conformance::check(&registry, "fedexq", scratch.path()).unwrap_err();
     assert_eq!(
         breach.to_string(),

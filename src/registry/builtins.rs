@@ -13,8 +13,8 @@ use crate::data::synthetic::SyntheticData;
 use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
-    FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgM, FedBuff, FedDyn, FedNova, FedProx, FedYogi,
-    Krum, Median, Oort, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
+    Cfl, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgM, FedBuff, FedDyn, FedNova, FedProx,
+    FedYogi, Krum, Median, Oort, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
 };
 
 /// Registers the built-in algorithms, models, data sets and partition schemes, in the order
@@ -37,7 +37,8 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(FedAsync)?
         .algorithm(FedBuff)?
         .algorithm(Oort)?
-        .algorithm(PowerOfChoice)?;
+        .algorithm(PowerOfChoice)?
+        .algorithm(Cfl)?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?

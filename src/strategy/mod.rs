@@ -22,6 +22,7 @@
 //! algorithms run in an experiment with an `asynchronous` section.
 
 mod adaptive;
+mod cfl;
 mod fedasync;
 mod fedavg;
 mod fedavgm;
@@ -47,6 +48,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use adaptive::{AdaptiveServer, FedAdagrad, FedAdam, FedYogi};
+pub use cfl::{Cfl, CflServer};
 pub use fedasync::{FedAsync, FedAsyncServer, Staleness};
 pub use fedavg::{FedAvg, FedAvgServer};
 pub use fedavgm::{FedAvgM, FedAvgMServer};
@@ -320,11 +322,30 @@ impl Collected<'_> {
     }
 }
 
+/// What one client is sent at the start of a round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sent {
+    /// The model it trains from.
+    pub model: Arc<[f32]>,
+    /// The tensors beside it.
+    pub extras: Tensors,
+}
+
 /// The server half of an FL algorithm.
 pub trait Strategy: Send {
     /// Tensors sent down with the global model this round (SCAFFOLD's control variate).
     fn downlink(&self) -> Tensors {
         Tensors::new()
+    }
+
+    /// What `client` is sent this round, for a server half that sends clients different
+    /// models or tensors (each client its cluster's model); `None` (the default) sends it the
+    /// global model and [`Strategy::downlink`], as every other client. Where any client of a
+    /// round is sent its own, each is sent its own message, and the links count what each
+    /// receives. An algorithm whose server half does this must refuse aggregating schedulers
+    /// ([`EdgeAggregation::Unsupported`]): they average one model's updates.
+    fn downlink_to(&self, _client: ClientId, _global: &Arc<[f32]>) -> Option<Sent> {
+        None
     }
 
     /// What [`Strategy::aggregate`] reads of the updates: every update whole unless the

@@ -50,6 +50,19 @@ pub fn squared_norm(v: &[f32]) -> f64 {
     v.iter().map(|&x| f64::from(x) * f64::from(x)).sum()
 }
 
+/// The Euclidean norm, from [`squared_norm`].
+pub fn norm(v: &[f32]) -> f64 {
+    squared_norm(v).sqrt()
+}
+
+/// The inner product of `a` and `b`, summed in `f64` in element order.
+pub fn dot(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum()
+}
+
 /// The squared Euclidean distance between `a` and `b`, in `f64`.
 pub fn squared_distance(a: &[f32], b: &[f32]) -> f64 {
     a.iter()

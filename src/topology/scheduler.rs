@@ -76,6 +76,7 @@ pub fn scheduler(
             down: down_rx,
             up: up_tx,
             group: HashMap::new(),
+            aggregated: None,
         },
     )
 }
@@ -176,6 +177,8 @@ pub struct ClientConnector {
     up: flume::Sender<Envelope>,
     /// The group's clients with the samples each announced at set-up.
     group: HashMap<ClientId, usize>,
+    /// The last round aggregated, in aggregate mode.
+    aggregated: Option<u32>,
 }
 
 enum ClientSide {
@@ -223,6 +226,17 @@ impl ClientConnector {
                     match self.setup.mode {
                         SchedulerMode::Relay => self.relay_down(&down, clients, at)?,
                         SchedulerMode::Aggregate => {
+                            if self.aggregated.is_some_and(|last| last >= round) {
+                                return Err(FederationError::Protocol {
+                                    tier: self.node.to_string(),
+                                    detail: format!(
+                                        "a second downlink for round {round}: an aggregating \
+                                         scheduler averages one model, so an algorithm that \
+                                         sends clients models of their own cannot run under it"
+                                    ),
+                                });
+                            }
+                            self.aggregated = Some(round);
                             if !self.aggregate_round(down, &clients, at)? {
                                 return self.shut_down();
                             }

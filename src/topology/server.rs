@@ -16,7 +16,7 @@ use crate::states::ClientStates;
 use crate::stop::StopSignal;
 use crate::strategy::selection::misfit;
 use crate::strategy::{
-    Aggregate, AsyncStrategy, Candidates, Collected, Reads, Round, Selector, Strategy,
+    Aggregate, AsyncStrategy, Candidates, Collected, Reads, Round, Selector, Sent, Strategy,
 };
 use crate::training::ModelEvaluator;
 
@@ -349,8 +349,7 @@ impl Server {
         let (clients_per_round, deadline_s) = self.round_shape();
         let (sampled, probed) = self.select(round, roster, &online, clients_per_round, &global)?;
         let deadline = deadline_s.map(|d| self.now + d);
-        let extras = self.rounds_strategy().downlink();
-        self.send_downlinks(round, &sampled, roster, &global, &extras, deadline)?;
+        self.send_downlinks(round, &sampled, roster, &global, deadline)?;
         let collected = self.collect(round, &sampled, roster, deadline)?;
         self.now = collected.finished;
         self.remember(round, roster, &collected.heard);
@@ -587,23 +586,49 @@ impl Server {
 
     /// Sends the round's model and extra tensors down: to a client group one downlink per
     /// sampled client (each client downloads its own copy), to a scheduler one listing its
-    /// sampled clients.
+    /// sampled clients, unless the strategy sends some client its own model or tensors (then
+    /// every client gets a downlink of its own, through the schedulers too).
     fn send_downlinks(
-        &self,
+        &mut self,
         round: u32,
         sampled: &[ClientId],
         roster: &Roster,
-        model: &Arc<[f32]>,
-        extras: &Tensors,
+        global: &Arc<[f32]>,
         deadline: Option<f64>,
     ) -> Result<(), FederationError> {
-        for (child, clients) in self.addressed(sampled, roster) {
+        let strategy = self.rounds_strategy();
+        let everyone = || Sent {
+            model: global.clone(),
+            extras: strategy.downlink(),
+        };
+        let own: Vec<Option<Sent>> = sampled
+            .iter()
+            .map(|&client| strategy.downlink_to(client, global))
+            .collect();
+        let addressed = if own.iter().all(Option::is_none) {
+            let sent = everyone();
+            self.addressed(sampled, roster)
+                .into_iter()
+                .map(|(child, clients)| (child, clients, sent.clone()))
+                .collect()
+        } else {
+            let sent: Vec<Sent> = own
+                .into_iter()
+                .map(|own| own.unwrap_or_else(everyone))
+                .collect();
+            sampled
+                .iter()
+                .zip(sent)
+                .map(|(&client, sent)| (roster.child_of[&client], vec![client], sent))
+                .collect::<Vec<_>>()
+        };
+        for (child, clients, sent) in addressed {
             let downlink = Message::Downlink {
                 round,
                 edge_round: 0,
                 clients,
-                model: model.clone(),
-                extras: extras.clone(),
+                model: sent.model,
+                extras: sent.extras,
                 deadline,
             };
             let child = &self.children[child];

@@ -1,0 +1,72 @@
+//! Clients sent models of their own (CFL's clusters), end to end: each client's downlink is its
+//! own message through relaying schedulers too, the links count what each receives, the
+//! clusters reach the records, and aggregating schedulers, which average one model, refuse
+//! such an algorithm.
+
+use serde_json::Value;
+
+mod common;
+
+use common::{experiment, fails_with, run_ok};
+
+/// CFL splitting a cluster whenever three of its clients take part in a round.
+const SPLITTING: &str = r#"strategy={"name":"cfl","eps_1":1e9,"eps_2":1e-9,"warmup":1}"#;
+
+/// The breast-cancer experiment: 10 clients, 5 a round.
+const ROUNDS: &str = "federation.rounds=4";
+
+fn records(run: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn after_a_split_each_client_is_sent_its_clusters_model_as_a_message_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = r#"topology={"kind":"hierarchical","schedulers":2,"mode":"relay"}"#;
+    let run = dir.path().join("cfl");
+    run_ok(
+        &experiment("breast-cancer"),
+        &run,
+        &[ROUNDS, SPLITTING, relay],
+    );
+    let records = records(&run);
+    let clusters: Vec<f64> = records
+        .iter()
+        .map(|r| r["strategy"]["clusters"].as_f64().unwrap())
+        .collect();
+    // No split in the warm-up round, then at least one.
+    assert_eq!(clusters[0], 1.0);
+    assert!(clusters[1] >= 2.0, "{clusters:?}");
+    let server_down = |r: &Value| r["traffic"][0]["messages_down"].as_u64().unwrap();
+    let sampled = |r: &Value| r["clients"].as_array().unwrap().len() as u64;
+    // One model for everyone: one downlink per scheduler with clients in the round.
+    assert!(server_down(&records[0]) <= 2);
+    assert!(server_down(&records[1]) <= 2);
+    // Clusters: one downlink per client, through the schedulers too.
+    for record in &records[2..] {
+        assert_eq!(server_down(record), sampled(record), "{record}");
+    }
+    let flat = dir.path().join("flat");
+    run_ok(&experiment("breast-cancer"), &flat, &[ROUNDS, SPLITTING]);
+    assert_eq!(common::model_bytes(&flat), common::model_bytes(&run));
+}
+
+#[test]
+fn aggregating_schedulers_refuse_an_algorithm_that_sends_clients_their_own_models() {
+    let aggregate = r#"topology={"kind":"hierarchical","schedulers":2,"mode":"aggregate"}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, out) = (experiment("breast-cancer"), dir.path().join("refused"));
+    let (path, out) = (path.to_str().unwrap(), out.to_str().unwrap());
+    let args = [
+        "run", path, "--out", out, "--set", SPLITTING, "--set", aggregate,
+    ];
+    let message = fails_with(&args, 2);
+    assert!(
+        message.contains("CFL sends each client its cluster's model"),
+        "{message}"
+    );
+}
