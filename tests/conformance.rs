@@ -146,7 +146,11 @@ fn a_broken_promise_is_named() {
     // The checks after it ran: its false reduction is named too.
     let others: Vec<&str> = breach.others.iter().map(|o| o.check).collect();
     assert_eq!(others, ["a declared reduction holds"], "{breach}");
-    assert!(breach.to_string().contains("\nforgetful: a declared reduction holds: round "));
+    assert!(
+        breach
+            .to_string()
+            .contains("\nforgetful: a declared reduction holds: round ")
+    );
     let breach = conformance::check(&registry, "fedexq", scratch.path()).unwrap_err();
     assert_eq!(
         breach.to_string(),

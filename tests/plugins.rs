@@ -288,6 +288,7 @@ fn outside_crate(dir: &Path) -> PathBuf {
     let template = root().join("examples/plugin-crate");
     let crate_dir = dir.join("my-fl-algorithm");
     fs::create_dir_all(crate_dir.join("src")).unwrap();
+    fs::create_dir_all(crate_dir.join("tests")).unwrap();
     let manifest = fs::read_to_string(template.join("Cargo.toml")).unwrap();
     let pointed = manifest.replace(
         r#"fedsim = { path = "../.." }"#,
@@ -295,24 +296,28 @@ fn outside_crate(dir: &Path) -> PathBuf {
     );
     assert_ne!(manifest, pointed, "the template depends on fedsim by path");
     fs::write(crate_dir.join("Cargo.toml"), pointed).unwrap();
-    for file in ["src/main.rs", "experiment.json"] {
+    for file in [
+        "src/lib.rs",
+        "src/main.rs",
+        "tests/conformance.rs",
+        "experiment.json",
+    ] {
         fs::copy(template.join(file), crate_dir.join(file)).unwrap();
     }
     fs::copy(root().join("Cargo.lock"), crate_dir.join("Cargo.lock")).unwrap();
     crate_dir
 }
 
-#[test]
-fn a_crate_made_from_the_template_builds_outside_the_repository_and_runs_its_algorithm() {
-    let dir = tempfile::tempdir().unwrap();
-    let crate_dir = outside_crate(dir.path());
-    // The same target folder and profile as this test's build: the dependencies are built.
+/// Runs `cargo <command> --offline --quiet` in the outside crate `crate_dir`, with this
+/// test's target folder, profile and fedsim features (so that the dependencies are built), and
+/// asserts it succeeds.
+fn cargo_in(crate_dir: &Path, command: &str) {
     let profile = profile_dir();
     let target = profile.parent().unwrap();
     let mut build = Command::new(env!("CARGO"));
     build
-        .args(["build", "--offline", "--quiet"])
-        .current_dir(&crate_dir);
+        .args([command, "--offline", "--quiet"])
+        .current_dir(crate_dir);
     // What cargo set for this test (CARGO_MANIFEST_DIR and the like) is not the outside crate's
     // environment; left in, build scripts that watch it would run again in both builds.
     for (name, _) in std::env::vars() {
@@ -340,10 +345,19 @@ fn a_crate_made_from_the_template_builds_outside_the_repository_and_runs_its_alg
     let built = build.output().unwrap();
     assert!(
         built.status.success(),
-        "{}",
+        "cargo {command}: {}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let program = profile.join("my-fl-algorithm");
+}
+
+#[test]
+fn a_crate_made_from_the_template_builds_outside_the_repository_and_runs_its_algorithm() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = outside_crate(dir.path());
+    cargo_in(&crate_dir, "build");
+    // Its own tests reach its registry through its library: the conformance kit passes.
+    cargo_in(&crate_dir, "test");
+    let program = profile_dir().join("my-fl-algorithm");
     let run = |args: &[&str]| Command::new(&program).args(args).output().unwrap();
     let listed = succeeded(run(&["strategies"]));
     assert!(listed.contains("\nserver_step\n"), "{listed}");

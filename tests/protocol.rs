@@ -22,8 +22,8 @@ use fedsim::seed::{Purpose, stream};
 use fedsim::states::ClientStates;
 use fedsim::stop::StopSignal;
 use fedsim::strategy::{
-    Aggregate, Candidates, Collected, EdgeAggregation, FedAvgServer, Reads, Round, Selector,
-    Strategy as Aggregation, Uniform,
+    Aggregate, Arrival, AsyncStrategy, Candidates, Collected, EdgeAggregation, FedAvgServer, Reads,
+    Round, Selector, Strategy as Aggregation, Uniform,
 };
 use fedsim::topology::client_group::drops_out;
 use fedsim::topology::{
@@ -33,6 +33,7 @@ use fedsim::training::{
     Answer, ClientFailure, ClientTrainer, Done, EchoTrainer, InjectedFaults, Job, Probe, ProbeDone,
 };
 use proptest::prelude::*;
+use rand_chacha::ChaCha12Rng;
 
 /// How long a case may take before it counts as hung: each takes milliseconds.
 const WATCHDOG: Duration = Duration::from_secs(5);
@@ -910,5 +911,69 @@ fn the_same_case_gives_the_same_records_whatever_the_arrival_order() {
     assert_eq!(first.len(), 4);
     for _ in 0..5 {
         assert_eq!(without_wall_time(check(&case)), first);
+    }
+}
+
+/// A selection that always takes the lowest ids on offer, or, misbehaving, a client that is
+/// already in flight.
+struct LowestFirst {
+    misbehave: bool,
+}
+
+impl Selector for LowestFirst {
+    fn select(&mut self, candidates: &Candidates<'_>, _rng: &mut ChaCha12Rng) -> Vec<ClientId> {
+        match self.misbehave {
+            true => vec![0; candidates.wanted],
+            false => candidates.online[..candidates.wanted]
+                .iter()
+                .map(|c| c.id)
+                .collect(),
+        }
+    }
+}
+
+/// An asynchronous server half that takes every update as the next model.
+struct TakeEach;
+
+impl AsyncStrategy for TakeEach {
+    fn receive(&mut self, _global: &[f32], arrival: Arrival<'_>) -> Option<Aggregate> {
+        Some(Aggregate::model(arrival.update.params.clone()))
+    }
+}
+
+/// Five echoing clients, two in flight, dispatched by `selector` for six server steps.
+fn asynchronous_run(selector: LowestFirst) -> Result<Vec<RoundRecord>, FederationError> {
+    let case = Case::flat(5, 2, 6);
+    let mut plan = case.plan(Box::new(FedAvgServer), StopSignal::new());
+    plan.server.mode = ServerMode::Asynchronous {
+        strategy: Box::new(TakeEach),
+        concurrency: 2,
+        resume: None,
+    };
+    plan.server.selector = Box::new(selector);
+    let echo = EchoTrainer::new(case.num_samples(), InjectedFaults::default(), 2).unwrap();
+    let mut records = Vec::new();
+    let result = topology::run(plan, Arc::new(echo), |end| {
+        records.push(end.record);
+        Ok::<_, ()>(())
+    })
+    .unwrap();
+    result.map(|_| records)
+}
+
+#[test]
+fn the_asynchronous_server_asks_the_selection_which_idle_client_goes_next() {
+    // The lowest idle client each time: clients 0 and 1 first, then client 0 again as soon as
+    // its answer is applied. Every client answers at once, and at equal times the lower id
+    // goes first, so client 0's answers keep coming before client 1's.
+    let records = asynchronous_run(LowestFirst { misbehave: false }).unwrap();
+    let applied: Vec<Vec<ClientId>> = records.iter().map(|r| r.clients.clone()).collect();
+    assert_eq!(applied, vec![vec![0]; 6]);
+    // A client already in flight is refused, naming the dispatch.
+    match asynchronous_run(LowestFirst { misbehave: true }) {
+        Err(FederationError::Selection { round: 2, detail }) => {
+            assert!(detail.contains("client 0, which is not online"), "{detail}");
+        }
+        other => panic!("{other:?}"),
     }
 }

@@ -172,6 +172,7 @@ impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
             num_parallels: 1,
         };
         let setting = Setting {
+            seed: 0,
             client: &client,
             federation: &federation,
             concurrency: Some(1),

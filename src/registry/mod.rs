@@ -776,6 +776,7 @@ mod tests {
         let registry = Registry::builtin();
         let (client, federation) = setting_parts();
         let setting = Setting {
+            seed: 0,
             client: &client,
             federation: &federation,
             concurrency: None,
@@ -1014,6 +1015,7 @@ mod tests {
         let section = StrategyConfig::named("fedprx");
         let (client, federation) = setting_parts();
         let setting = Setting {
+            seed: 0,
             client: &client,
             federation: &federation,
             concurrency: None,

@@ -194,7 +194,12 @@ impl<P> Reduction<P> {
 
 /// The parts of the experiment an algorithm may depend on.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Setting<'a> {
+    /// The experiment seed: an algorithm's own random draws come from streams derived from it
+    /// ([`crate::seed::stream`] with a [`crate::seed::Purpose`] of the algorithm's own), so
+    /// that they are the same on every rerun.
+    pub seed: u64,
     /// Local training (its learning rate and momentum, for SCAFFOLD, FedNova and q-FFL).
     pub client: &'a ClientConfig,
     /// The federation (clients per round, for Krum).
@@ -208,6 +213,7 @@ impl<'a> Setting<'a> {
     /// The setting of `config`.
     pub fn of(config: &'a ExperimentConfig) -> Self {
         Self {
+            seed: config.seed,
             client: &config.client,
             federation: &config.federation,
             concurrency: config.asynchronous.map(|a| a.concurrency),
