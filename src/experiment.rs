@@ -26,7 +26,7 @@ use crate::registry::{
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
-use crate::strategy::{Selector, ServerHalf, Setting};
+use crate::strategy::{FreshModels, Selector, ServerHalf, Setting};
 use crate::topology::{
     self, ClientConditions, EvaluationPlan, FederationError, GroupSetup, Plan, ServerMode,
     ServerSetup, Spread, Start,
@@ -269,10 +269,7 @@ impl Experiment {
         if !attackers.is_empty() {
             folder.write_json("attackers.json", &attackers)?;
         }
-        let model = initial_params(
-            self.layout(),
-            &mut stream(config.seed, Purpose::MODEL_INIT, 0, 0),
-        );
+        let model = self.fresh(0);
         let side = self.server_side();
         let start = RunState {
             config: serde_json::to_value(config).expect("a config always serialises"),
@@ -368,7 +365,7 @@ impl Experiment {
 
     /// What the algorithm's halves are built for.
     fn setting(&self) -> Setting<'_> {
-        Setting::of(&self.config)
+        Setting::of(&self.config).with_fresh_models(self)
     }
 
     /// The experiment's algorithm on the server, as it starts.
@@ -600,6 +597,15 @@ impl Experiment {
             edge_aggregation: self.algorithm.edge_rule(),
             stop: stop.clone(),
         }
+    }
+}
+
+impl FreshModels for Experiment {
+    /// Draw `draw` of the model's initialisation, from its own stream of the seed's
+    /// initialisation purpose: draw 0 is the run's initial global model.
+    fn fresh(&self, draw: u32) -> Vec<f32> {
+        let mut rng = stream(self.config.seed, Purpose::MODEL_INIT, 0, draw);
+        initial_params(self.layout(), &mut rng)
     }
 }
 

@@ -173,6 +173,7 @@ impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
         };
         let setting = Setting {
             seed: 0,
+            fresh_models: None,
             client: &client,
             federation: &federation,
             concurrency: Some(1),

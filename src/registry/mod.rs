@@ -777,6 +777,7 @@ mod tests {
         let (client, federation) = setting_parts();
         let setting = Setting {
             seed: 0,
+            fresh_models: None,
             client: &client,
             federation: &federation,
             concurrency: None,
@@ -1016,6 +1017,7 @@ mod tests {
         let (client, federation) = setting_parts();
         let setting = Setting {
             seed: 0,
+            fresh_models: None,
             client: &client,
             federation: &federation,
             concurrency: None,

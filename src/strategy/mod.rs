@@ -31,6 +31,7 @@ mod feddyn;
 mod fednova;
 mod fedprox;
 pub mod fold;
+mod ifca;
 mod krum;
 mod median;
 mod oort;
@@ -42,6 +43,7 @@ mod trimmed_mean;
 pub mod vector;
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -57,6 +59,7 @@ pub use feddyn::{FedDyn, FedDynClient, FedDynServer};
 pub use fednova::{FedNova, FedNovaServer};
 pub use fedprox::{FedProx, ProximalClient};
 pub use fold::{Fold, Folded, Sum, Totals, Weighting};
+pub use ifca::{Ifca, IfcaClient, IfcaServer};
 pub use krum::{Krum, KrumServer};
 pub use median::{Median, MedianServer};
 pub use oort::{Oort, OortSelector};
@@ -207,6 +210,22 @@ pub struct Setting<'a> {
     /// Clients training at once in an asynchronous federation (FedBuff's buffer may hold no
     /// more); `None` in rounds.
     pub concurrency: Option<usize>,
+    /// Fresh models as the experiment initialises its global model, for a server half that
+    /// starts several (IFCA's clusters); `None` where only the file is read (validation).
+    pub fresh_models: Option<&'a dyn FreshModels>,
+}
+
+/// Models initialised as the experiment initialises its global model.
+pub trait FreshModels: Sync {
+    /// The `draw`-th: draw 0 is the experiment's initial global model, and each other draw
+    /// another model from the same initialisation, the same on every run.
+    fn fresh(&self, draw: u32) -> Vec<f32>;
+}
+
+impl fmt::Debug for dyn FreshModels + '_ {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FreshModels")
+    }
 }
 
 impl<'a> Setting<'a> {
@@ -217,6 +236,15 @@ impl<'a> Setting<'a> {
             client: &config.client,
             federation: &config.federation,
             concurrency: config.asynchronous.map(|a| a.concurrency),
+            fresh_models: None,
+        }
+    }
+
+    /// This setting, with the experiment's fresh models.
+    pub fn with_fresh_models(self, fresh_models: &'a dyn FreshModels) -> Self {
+        Self {
+            fresh_models: Some(fresh_models),
+            ..self
         }
     }
 }
@@ -495,6 +523,15 @@ pub struct Objective {
     pub correction: Option<Vec<f32>>,
 }
 
+/// Where a client chose to start local training ([`ClientAlgorithm::start_from`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Start {
+    /// The model it trains from.
+    pub model: Vec<f32>,
+    /// Tensors sent up beside its update (which model it chose).
+    pub extras: Tensors,
+}
+
 /// What local training produced, for the client half to finish with.
 #[derive(Debug, Clone, Copy)]
 pub struct Trained<'a> {
@@ -518,6 +555,18 @@ pub trait ClientAlgorithm: Send + Sync {
     /// Whether local training must first measure the global model's loss on the client's data.
     fn needs_loss_at_global(&self) -> bool {
         false
+    }
+
+    /// The model local training starts from, where the client chooses it (IFCA: the cluster
+    /// model of lowest loss among those sent down): `loss_of` measures a model's mean loss
+    /// over the client's training data. `None` (the default) starts from the model sent,
+    /// measuring nothing. The measurements are not charged to the simulated clock.
+    fn start_from(
+        &self,
+        _view: &ClientView<'_>,
+        _loss_of: &mut dyn FnMut(&[f32]) -> f64,
+    ) -> Option<Start> {
+        None
     }
 
     /// After training: updates the client's state and returns the tensors to send up beside

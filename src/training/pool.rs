@@ -27,7 +27,7 @@ use crate::registry::ModelChoice;
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
-use crate::strategy::{ClientAlgorithm, ClientView, Trained};
+use crate::strategy::{ClientAlgorithm, ClientView, Start, Trained};
 
 /// Everything a client needs to train that does not change between rounds.
 #[derive(Clone)]
@@ -181,11 +181,16 @@ impl Shared {
             .algorithm
             .needs_loss_at_global()
             .then(|| mean_loss(&net, local, setup.client.batch_size, device));
+        let (net, start) = self.chosen_start(net, &view, local, device);
+        let (anchor, start_extras) = match &start {
+            Some(start) => (start.model.as_slice(), Some(&start.extras)),
+            None => (&job.model[..], None),
+        };
         let task = LocalTask {
             config: &setup.client,
             budget: job.steps,
             objective: &objective,
-            anchor: &job.model,
+            anchor,
         };
         let result = local_train(net, local, task, &mut rng, device, &setup.stop)?;
         let mut params = flat::flatten(&result.net);
@@ -194,11 +199,14 @@ impl Shared {
             steps: result.steps,
             loss_at_global,
         };
-        let extras = setup.algorithm.finish(&view, &mut state, &trained);
+        let mut extras = setup.algorithm.finish(&view, &mut state, &trained);
+        for (name, values) in start_extras.iter().flat_map(|e| e.iter()) {
+            extras.insert(name, values.to_vec());
+        }
         setup.states.put(job.client, state);
         if let Some(attack) = attack {
             let key = (setup.seed, job.round, job.edge_round);
-            attack.corrupt(key, job.client, &job.model, &mut params);
+            attack.corrupt(key, job.client, anchor, &mut params);
         }
         let update = Update {
             round: job.round,
@@ -210,6 +218,33 @@ impl Shared {
             extras,
         };
         Ok((result.net, update))
+    }
+
+    /// `net` (loaded with the model sent) ready to train: loaded with the model the client
+    /// half chooses to start from where it chooses one, with that choice.
+    fn chosen_start(
+        &self,
+        net: Net,
+        view: &ClientView<'_>,
+        local: LocalData<'_>,
+        device: &Device,
+    ) -> (Net, Option<Start>) {
+        let batch_size = self.setup.client.batch_size;
+        let (mut held, mut measured) = (Some(net), false);
+        let mut loss_of = |params: &[f32]| {
+            let net = flat::load(held.take().expect("the net is back"), params);
+            let loss = mean_loss(&net, local, batch_size, device);
+            (held, measured) = (Some(net), true);
+            loss
+        };
+        let start = self.setup.algorithm.start_from(view, &mut loss_of);
+        let net = held.expect("the net is back");
+        match start {
+            Some(start) => (flat::load(net, &start.model), Some(start)),
+            // Measuring left another model in the net.
+            None if measured => (flat::load(net, view.global), None),
+            None => (net, None),
+        }
     }
 
     /// A model for a worker that has none yet.
