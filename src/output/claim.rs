@@ -9,6 +9,7 @@
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::atomic::{WriteError, write_atomically, write_error};
 use crate::checkpoint::{CHECKPOINT, RunState};
@@ -261,11 +262,7 @@ impl Claim {
             .truncate(false)
             .open(&path)
             .map_err(write_error(&path))?;
-        let locked = match hold {
-            Hold::Alone => lock.try_lock(),
-            Hold::Shared => lock.try_lock_shared(),
-        };
-        match locked {
+        match try_lock_for_a_moment(&lock, hold) {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 return Err(ClaimError::InUse {
@@ -281,6 +278,29 @@ impl Claim {
                 .map_err(write_error(&path))?;
         }
         Ok(Self { _lock: lock })
+    }
+}
+
+/// How long a claim waits for a lock that is held, before it calls the folder in use.
+const LOCK_PATIENCE: Duration = Duration::from_secs(1);
+
+/// Locks `lock` as `hold` says, trying again for up to [`LOCK_PATIENCE`] while it is held. A
+/// lock can outlive its holder's release for a moment: a process that is ending, or a child
+/// that another thread is starting, holds a copy of the lock's descriptor until it exits or
+/// execs.
+fn try_lock_for_a_moment(lock: &File, hold: Hold) -> Result<(), TryLockError> {
+    let started = Instant::now();
+    loop {
+        let locked = match hold {
+            Hold::Alone => lock.try_lock(),
+            Hold::Shared => lock.try_lock_shared(),
+        };
+        match locked {
+            Err(TryLockError::WouldBlock) if started.elapsed() < LOCK_PATIENCE => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
     }
 }
 
