@@ -10,9 +10,9 @@
 //! ```
 //!
 //! Each check runs the algorithm, with its default parameters ([`check`]) or those given
-//! ([`check_with`]), as real experiments: the
-//! built-in Breast Cancer Wisconsin table split among 13 equal clients (6 a round, 4 rounds),
-//! a logistic model, one local epoch; a run takes milliseconds. The checks:
+//! ([`check_with`]), as real experiments: the built-in Breast Cancer Wisconsin table split
+//! among 13 equal clients (6 a round, 4 rounds), a logistic model, one local epoch; a run
+//! takes milliseconds. A failed check does not stop the others. The checks:
 //!
 //! - it runs flat, under relaying schedulers, and under aggregating ones where its edge rule
 //!   allows (with two edge rounds where it allows several); where it does not, the experiment
@@ -21,6 +21,8 @@
 //! - one worker and two give the same records and model;
 //! - a run stopped after a round and resumed from its folder ends with the bits of one that
 //!   never stopped (its server's and clients' states went through the checkpoint);
+//! - under a day-night availability, every client a round takes or probes was online when
+//!   the round started, and a rerun chooses the same;
 //! - a client that fails ends the run, naming the client and the round, under relaying and
 //!   (where allowed) aggregating schedulers;
 //! - every reduction the algorithm declares ([`crate::strategy::Algorithm::reductions`])
@@ -39,6 +41,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::availability::Availability;
 use crate::config::{ExperimentConfig, Override};
 use crate::output::{Progress, RoundRecord, RunFolder};
 use crate::registry::Registry;
@@ -142,6 +145,7 @@ pub fn check_with(
     checks.run("a stopped run resumes to the same bits", || {
         kit.resumes(&flat)
     });
+    checks.run(AVAILABLE, || kit.respects_availability());
     let sampled = &flat.rounds[FAILING_ROUND as usize - 1].clients;
     let first = *sampled.iter().min().expect("a round samples clients");
     let check = "a failing client ends a relayed run";
@@ -222,6 +226,20 @@ pub fn reduction(
     kit.reduction(index)
 }
 
+/// The check that a selection respects availability and is reproducible.
+const AVAILABLE: &str = "a selection takes only online clients, the same on a rerun";
+
+/// The kit's seed and clients, as [`base`] sets them.
+const SEED: u64 = 3;
+const CLIENTS: usize = 13;
+
+/// A day-night availability of the kit's clients: a day of 2 simulated seconds, half of it
+/// online.
+const DAY_S: f64 = 2.0;
+const ONLINE_FRACTION: f64 = 0.5;
+const DIURNAL: &str =
+    r#"availability={"online":{"kind":"diurnal","period_s":2,"online_fraction":0.5}}"#;
+
 /// The round whose clients fail in the failure checks.
 const FAILING_ROUND: u32 = 2;
 
@@ -250,11 +268,11 @@ fn aggregate(edge_rounds: u32) -> String {
 fn base(strategy: &Value) -> Value {
     json!({
         "name": "conformance",
-        "seed": 3,
+        "seed": SEED,
         "data": {"dataset": "breast-cancer"},
         "partition": {"scheme": "iid"},
         "model": "logistic",
-        "federation": {"num_clients": 13, "clients_per_round": 6, "rounds": 4, "num_parallels": 2},
+        "federation": {"num_clients": CLIENTS, "clients_per_round": 6, "rounds": 4, "num_parallels": 2},
         "client": {"epochs": 1, "batch_size": 8, "lr": 0.05},
         "strategy": strategy,
         "eval": {"every": 1}
@@ -427,6 +445,44 @@ impl Kit<'_> {
             check,
             "every run finished before its stop took effect".into(),
         ))
+    }
+
+    /// Checks that under a day-night availability every client a round takes or probes was
+    /// online when the round started, and that a rerun chooses the same.
+    fn respects_availability(&self) -> Result<(), Nonconformance> {
+        let sets = [DIURNAL];
+        let run = self.finish("available", &sets)?;
+        let availability = Availability::diurnal(SEED, CLIENTS, DAY_S, ONLINE_FRACTION);
+        let clients = || 0..CLIENTS;
+        let mut ended = 0.0;
+        for record in &run.rounds {
+            // A round starts when the last ended, or when a client comes online after that.
+            let started = match availability.online_among(clients(), ended).is_empty() {
+                true => availability
+                    .next_online_among(clients(), ended)
+                    .unwrap_or(ended),
+                false => ended,
+            };
+            let online = availability.online_among(clients(), started);
+            let probed = record.probed.iter().map(|p| &p.client);
+            if let Some(client) = record
+                .clients
+                .iter()
+                .chain(probed)
+                .find(|c| !online.contains(c))
+            {
+                return Err(self.breach(
+                    AVAILABLE,
+                    format!(
+                        "round {} took client {client}, offline when the round started at {started} s",
+                        record.round
+                    ),
+                ));
+            }
+            ended = record.sim_time_s;
+        }
+        let again = self.finish("available-again", &sets)?;
+        self.same(AVAILABLE, &again, &run, &[])
     }
 
     /// The checks of an asynchronous federation (see the module documentation).

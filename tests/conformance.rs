@@ -32,6 +32,8 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         let passed = conformance::check(&registry, algorithm.name, scratch.path())
             .unwrap_or_else(|breach| panic!("{breach}"));
         assert!(passed.contains(&"relay equals flat"), "{passed:?}");
+        let available = "a selection takes only online clients, the same on a rerun";
+        assert!(passed.contains(&available), "{passed:?}");
         let resumed_asynchronously =
             passed.contains(&"a stopped asynchronous run resumes to the same bits");
         assert_eq!(resumed_asynchronously, algorithm.asynchronous, "{passed:?}");
