@@ -88,7 +88,9 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
     let aggregate_once = r#"topology={"kind":"hierarchical","schedulers":2,"mode":"aggregate"}"#;
     // SCAFFOLD's and FedDyn's clients keep a state, which travels between the ranks with
     // their messages, also when they are left out of a round.
-    let cases: [(&str, Vec<&str>); 6] = [
+    // Power-of-Choice's probes, CFL's clients sent models of their own once its cluster
+    // splits (round 2) and IFCA's clients choosing their cluster cross the ranks as well.
+    let cases: [(&str, Vec<&str>); 9] = [
         ("flat", vec![flat]),
         ("relay", vec![relay]),
         ("aggregate", vec![aggregate]),
@@ -100,6 +102,21 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
         (
             "aggregate-scaffold-deadline",
             [vec![aggregate_once, SCAFFOLD], DEADLINE.to_vec()].concat(),
+        ),
+        (
+            "aggregate-power-of-choice",
+            vec![aggregate, r#"strategy={"name":"power_of_choice","d":20}"#],
+        ),
+        (
+            "relay-cfl",
+            vec![
+                relay,
+                r#"strategy={"name":"cfl","eps_1":1e9,"eps_2":1e-9,"warmup":1}"#,
+            ],
+        ),
+        (
+            "flat-ifca",
+            vec![flat, r#"strategy={"name":"ifca","clusters":3}"#],
         ),
     ];
     for (name, mut sets) in cases {

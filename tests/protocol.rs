@@ -972,7 +972,10 @@ fn the_asynchronous_server_asks_the_selection_which_idle_client_goes_next() {
     // A client already in flight is refused, naming the dispatch.
     match asynchronous_run(LowestFirst { misbehave: true }) {
         Err(FederationError::Selection { round: 2, detail }) => {
-            assert!(detail.contains("client 0, which is not online"), "{detail}");
+            assert!(
+                detail.contains("dispatched client 0, which is not among the candidates"),
+                "{detail}"
+            );
         }
         other => panic!("{other:?}"),
     }

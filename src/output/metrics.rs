@@ -60,8 +60,9 @@ impl std::ops::AddAssign<&TierTraffic> for TierTraffic {
 pub struct ProbedLoss {
     /// The client.
     pub client: ClientId,
-    /// Its mean training loss on the model.
-    pub loss: f64,
+    /// Its mean training loss on the model; `null` where that is not a finite number (the
+    /// model has diverged).
+    pub loss: Option<f64>,
 }
 
 /// One line of `metrics.jsonl`. Every field but `wall_ms` is a function of the config: two

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::selection::{Candidates, Selector};
 use super::{Algorithm, EdgeAggregation, FedAvgServer, Setting, Strategy};
 use crate::config::check::Problems;
+use crate::history::ClientHistory;
 use crate::network::{ClientId, ClientInfo, Tensors};
 
 /// Oort: guided participant selection, with FedAvg's server.
@@ -215,8 +216,9 @@ impl OortSelector {
         (p.exploration * p.exploration_decay.powi(decays)).max(p.exploration_min)
     }
 
-    /// The utility of each explored client in `round`, in the order given.
-    fn utilities(&self, round: u32, explored: &[Explored]) -> Vec<f64> {
+    /// The utility of each explored client in `round`, in the order given, against the
+    /// preferred duration `preferred`.
+    fn utilities(&self, round: u32, explored: &[Explored], preferred: Option<f64>) -> Vec<f64> {
         let (low, high) = explored
             .iter()
             .map(|e| e.statistical)
@@ -224,7 +226,6 @@ impl OortSelector {
                 (l.min(s), h.max(s))
             });
         let range = (high - low).max(1e-4);
-        let preferred = self.preferred_duration(explored);
         explored
             .iter()
             .map(|e| {
@@ -241,9 +242,14 @@ impl OortSelector {
             .collect()
     }
 
-    /// The preferred round duration `T`: the pacer's percentile of the durations seen.
-    fn preferred_duration(&self, explored: &[Explored]) -> Option<f64> {
-        let mut durations: Vec<f64> = explored.iter().filter_map(|e| e.duration).collect();
+    /// The preferred round duration `T`: the pacer's percentile of the durations seen of every
+    /// client heard from, online now or not.
+    fn preferred_duration(&self, history: &ClientHistory) -> Option<f64> {
+        let mut durations: Vec<f64> = history
+            .iter()
+            .filter_map(|(_, seen)| seen.last_train_s.zip(seen.last_upload_s))
+            .map(|(train, upload)| train + upload)
+            .collect();
         if durations.is_empty() {
             return None;
         }
@@ -321,7 +327,8 @@ impl Selector for OortSelector {
         let explore = (wanted - exploit_share.min(explored.len())).min(unexplored.len());
         let exploit = wanted - explore;
 
-        let utilities = self.utilities(round, &explored);
+        let preferred = self.preferred_duration(candidates.history);
+        let utilities = self.utilities(round, &explored, preferred);
         let mut ranked: Vec<usize> = (0..explored.len()).collect();
         ranked.sort_by(|&a, &b| {
             utilities[b]

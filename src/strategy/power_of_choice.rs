@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::selection::{Candidates, Selector, Uniform};
 use super::{Algorithm, EdgeAggregation, FedAvgServer, Reduction, Setting, Strategy};
 use crate::config::check::Problems;
-use crate::network::ClientId;
+use crate::network::{ClientId, ClientInfo};
 
 /// Power-of-Choice selection, with FedAvg's server.
 #[derive(Debug, Clone, Copy, Default)]
@@ -118,11 +118,28 @@ impl Selector for PowerOfChoiceSelector {
         }
         let mut by_loss = candidates.probed.to_vec();
         by_loss.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        by_loss
+        let mut chosen: Vec<ClientId> = by_loss
             .into_iter()
             .take(candidates.wanted)
             .map(|(client, _)| client)
-            .collect()
+            .collect();
+        // Fewer answers than clients wanted (a probe failed and was dropped): the rest are
+        // drawn by data share from the clients not chosen.
+        let short = candidates.wanted - chosen.len();
+        if short > 0 {
+            let rest: Vec<ClientInfo> = candidates
+                .online
+                .iter()
+                .filter(|c| !chosen.contains(&c.id))
+                .copied()
+                .collect();
+            let rest = Candidates {
+                online: &rest,
+                ..*candidates
+            };
+            chosen.extend(draw_by_data_share(&rest, short, rng));
+        }
+        chosen
     }
 }
 
@@ -195,6 +212,18 @@ mod tests {
         let chosen = selector.select(&candidates, &mut rng);
         let mut uniform_rng = stream(9, Purpose::CLIENT_SAMPLING, 5, 0);
         assert_eq!(chosen, Uniform.select(&candidates, &mut uniform_rng));
+    }
+
+    #[test]
+    fn too_few_answers_are_topped_up_from_the_other_clients() {
+        let online = clients(&[10, 20, 30, 40]);
+        let history = ClientHistory::new();
+        let probed = [(2, 0.5)];
+        let candidates = Candidates::new(1, &online, 3, &history, 0.0).with_probed(&probed);
+        let mut rng = stream(3, Purpose::CLIENT_SAMPLING, 1, 0);
+        let chosen = PowerOfChoiceSelector { d: 4 }.select(&candidates, &mut rng);
+        assert_eq!(chosen[0], 2);
+        assert_eq!(crate::strategy::selection::misfit(&chosen, &online, 3), None);
     }
 
     #[test]

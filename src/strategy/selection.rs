@@ -124,19 +124,21 @@ impl Selector for Uniform {
     }
 }
 
-/// Why a selection's answer cannot be used, or `None` where it can: `chosen` must be
-/// `wanted` distinct clients of `online` (sorted by id).
+/// What is wrong with a selection's answer (`3 clients, not 4`), or `None` where it can be
+/// used: `chosen` must be `wanted` distinct clients of `online` (sorted by id).
 pub fn misfit(chosen: &[ClientId], online: &[ClientInfo], wanted: usize) -> Option<String> {
     if chosen.len() != wanted {
-        return Some(format!("chose {} clients, not {wanted}", chosen.len()));
+        return Some(format!("{} clients, not {wanted}", chosen.len()));
     }
     let mut seen = std::collections::BTreeSet::new();
     for &client in chosen {
         if online.binary_search_by_key(&client, |c| c.id).is_err() {
-            return Some(format!("chose client {client}, which is not online"));
+            return Some(format!(
+                "client {client}, which is not among the candidates"
+            ));
         }
         if !seen.insert(client) {
-            return Some(format!("chose client {client} twice"));
+            return Some(format!("client {client} twice"));
         }
     }
     None
@@ -175,7 +177,11 @@ mod tests {
         let clients = online(&[1, 4, 5]);
         assert_eq!(misfit(&[1, 5], &clients, 2), None);
         assert!(misfit(&[1], &clients, 2).unwrap().contains("not 2"));
-        assert!(misfit(&[1, 2], &clients, 2).unwrap().contains("not online"));
+        assert!(
+            misfit(&[1, 2], &clients, 2)
+                .unwrap()
+                .contains("not among the candidates")
+        );
         assert!(misfit(&[4, 4], &clients, 2).unwrap().contains("twice"));
     }
 }

@@ -371,7 +371,7 @@ impl Server {
         if let Some(detail) = misfit(&[client], idle, 1) {
             return Err(FederationError::Selection {
                 round: dispatch,
-                detail,
+                detail: format!("dispatched {detail}"),
             });
         }
         idle.retain(|c| c.id != client);

@@ -74,7 +74,7 @@ pub enum FederationError {
     /// The algorithm's selection chose clients the round cannot take.
     #[error("the selection of round {round} cannot be used: it {detail}")]
     Selection {
-        /// The round (in an asynchronous federation, the dispatch).
+        /// The round (in an asynchronous federation, the dispatch, which the detail names).
         round: u32,
         /// What is wrong with it.
         detail: String,

@@ -408,7 +408,7 @@ impl Server {
             Vec::new()
         } else {
             if let Some(detail) = misfit(&asked, &online, asked.len()) {
-                let detail = format!("asked to probe clients it cannot: it {detail}");
+                let detail = format!("named to probe {detail}");
                 return Err(FederationError::Selection { round, detail });
             }
             asked.sort_unstable();
@@ -419,12 +419,16 @@ impl Server {
             Candidates::new(round, &online, wanted, history, self.now).with_probed(&probed);
         let mut chosen = self.setup.selector.select(&candidates, &mut rng);
         if let Some(detail) = misfit(&chosen, &online, wanted) {
+            let detail = format!("chose {detail}");
             return Err(FederationError::Selection { round, detail });
         }
         chosen.sort_unstable();
         let probed = probed
             .into_iter()
-            .map(|(client, loss)| ProbedLoss { client, loss })
+            .map(|(client, loss)| ProbedLoss {
+                client,
+                loss: Some(loss).filter(|l| l.is_finite()),
+            })
             .collect();
         Ok((chosen, probed))
     }
