@@ -223,7 +223,10 @@ mod tests {
         let mut rng = stream(3, Purpose::CLIENT_SAMPLING, 1, 0);
         let chosen = PowerOfChoiceSelector { d: 4 }.select(&candidates, &mut rng);
         assert_eq!(chosen[0], 2);
-        assert_eq!(crate::strategy::selection::misfit(&chosen, &online, 3), None);
+        assert_eq!(
+            crate::strategy::selection::misfit(&chosen, &online, 3),
+            None
+        );
     }
 
     #[test]
