@@ -43,12 +43,13 @@ use serde_json::{Value, json};
 
 use crate::availability::Availability;
 use crate::config::{ExperimentConfig, Override};
+use crate::error::Error;
+use crate::experiment::{Experiment, Resumable, RunResult};
 use crate::output::{Progress, RoundRecord, RunFolder};
 use crate::registry::Registry;
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
 use crate::topology::FederationError;
-use crate::{Error, Experiment, Resumable, RunResult};
 
 /// A promise the algorithm breaks, or a run the kit could not make; with every other check
 /// that failed after it, since a failed check does not stop those that follow.

@@ -5,7 +5,6 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::Error;
 use crate::availability::Availability;
 use crate::checkpoint::{CHECKPOINT, InFlightState, RunState};
 use crate::config::ExperimentConfig;
@@ -13,6 +12,7 @@ use crate::config::Placement;
 use crate::connect::InProcess;
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
 use crate::data::{ClientSplit, DataFile, Dataset, SplitInput, TrainTest};
+use crate::error::Error;
 use crate::history::ClientHistory;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};

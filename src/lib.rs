@@ -56,6 +56,7 @@ pub mod config;
 pub mod conformance;
 pub mod connect;
 pub mod data;
+pub mod error;
 pub mod experiment;
 pub mod history;
 pub mod model;
@@ -72,73 +73,5 @@ pub mod topology;
 pub mod training;
 
 pub use config::ExperimentConfig;
+pub use error::Error;
 pub use experiment::{Experiment, Resumable, Run, RunResult};
-
-/// Everything that can stop an experiment.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The experiment file or a `--set` is invalid.
-    #[error(transparent)]
-    Config(#[from] config::ConfigError),
-    /// A data or partition file is missing or malformed.
-    #[error(transparent)]
-    Data(#[from] data::DataError),
-    /// The model cannot take the samples the data files hold (known only once they are read).
-    #[error("{0}")]
-    ModelDoesNotFit(String),
-    /// The partition cannot be drawn with the configured parameters.
-    #[error("cannot partition the data: {0}")]
-    Partition(#[from] data::partition::PartitionError),
-    /// The run folder cannot be used: it holds a run already, or cannot be resumed.
-    #[error(transparent)]
-    Folder(#[from] output::run_folder::FolderError),
-    /// The run folder cannot be written.
-    #[error(transparent)]
-    Write(#[from] output::atomic::WriteError),
-    /// The federation stopped: a client failed, or a tier was lost.
-    #[error(transparent)]
-    Federation(#[from] topology::FederationError),
-    /// The sweep file is invalid, or its folder holds runs of other settings.
-    #[error(transparent)]
-    Sweep(#[from] sweep::SweepError),
-    /// A comparison report cannot be made from the folders given, or written.
-    #[error(transparent)]
-    Report(#[from] report::ReportError),
-    /// A data set could not be downloaded, checked or unpacked.
-    #[error(transparent)]
-    Fetch(#[from] data::fetch::FetchError),
-    /// The tiers cannot be placed on the run's processes, or the experiment cannot be spread
-    /// over them.
-    #[error("{0}")]
-    Placement(String),
-    /// A run over MPI could not start.
-    #[cfg(feature = "mpi")]
-    #[error(transparent)]
-    Cluster(#[from] cluster::ClusterError),
-    /// Worker threads could not be started.
-    #[error("cannot start worker threads: {0}")]
-    Threads(String),
-    /// A stop was requested (Ctrl-C, SIGTERM); the run folder holds a checkpoint to continue.
-    #[error("stopped after round {round}")]
-    Stopped {
-        /// The last finished round, which the checkpoint holds.
-        round: u32,
-    },
-}
-
-impl Error {
-    /// Whether the user's input (config, flags, data files) is at fault, rather than the run.
-    pub fn is_bad_input(&self) -> bool {
-        match self {
-            Error::Config(_)
-            | Error::Data(_)
-            | Error::ModelDoesNotFit(_)
-            | Error::Partition(_)
-            | Error::Placement(_)
-            | Error::Sweep(_) => true,
-            Error::Folder(error) => error.is_bad_input(),
-            Error::Report(error) => error.is_bad_input(),
-            _ => false,
-        }
-    }
-}

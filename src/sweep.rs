@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -34,12 +34,14 @@ use serde_json::Value;
 use crate::checkpoint::CHECKPOINT;
 use crate::config::strict_json;
 use crate::config::{ConfigError, ExperimentConfig, Override};
+use crate::error::Error;
+pub use crate::error::SweepError;
+use crate::experiment::{Experiment, Run};
 use crate::output::claim::{self, Claim, FolderKind, Found, Hold};
 use crate::output::run_folder::{Failure, FolderError, Saved};
 use crate::output::{Progress, say};
 use crate::registry::Registry;
 use crate::stop::StopSignal;
-use crate::{Error, Experiment, Run};
 
 /// A sweep file.
 #[derive(Debug, Clone, Deserialize)]
@@ -92,35 +94,6 @@ pub struct Sweep {
     pub target_accuracy: Option<f64>,
     /// The slice it is cut to, if it is one of several processes playing a sweep.
     pub shard: Option<Shard>,
-}
-
-/// Why a sweep file cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum SweepError {
-    /// The file cannot be read or is not a sweep.
-    #[error("sweep file {}: {reason}", path.display())]
-    File {
-        /// The sweep file.
-        path: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A run folder holds a run of another experiment than the sweep now gives it.
-    #[error("the run folder {} holds a run with other settings than the sweep now gives it ({}); move it away or restore the sweep file", folder.display(), fields.join("; "))]
-    Changed {
-        /// The run folder.
-        folder: PathBuf,
-        /// The fields that differ, with their values now and before.
-        fields: Vec<String>,
-    },
-    /// Some runs' experiments are invalid.
-    #[error("sweep file {}: {} of its runs are invalid:\n{}", path.display(), problems.len(), problems.join("\n"))]
-    InvalidRuns {
-        /// The sweep file.
-        path: PathBuf,
-        /// One entry per invalid run: its name and what is wrong.
-        problems: Vec<String>,
-    },
 }
 
 impl Sweep {

@@ -34,10 +34,12 @@ pub use args::{
 };
 
 use crate::backend::BackendKind;
+use crate::config::ExperimentConfig;
+use crate::error::Error;
+use crate::experiment::Experiment;
 use crate::output::say;
 use crate::registry::{ParamInfo, Registry};
 use crate::stop::StopSignal;
-use crate::{Error, Experiment, ExperimentConfig};
 
 /// The allocator the `fedsim` binary runs with: burn's CPU backend trains about twice as fast
 /// with it as with the system's (its large tensors are mapped and unmapped at every step

@@ -6,11 +6,12 @@
 use super::run::{Job, report, say_traffic};
 use super::{Failure, RunArgs, exit_code};
 use crate::cluster::{Cluster, MpiConnector, MpiRecord};
+use crate::error::Error;
+use crate::experiment::Experiment;
 use crate::output::say;
 use crate::registry::Registry;
 use crate::stop::StopSignal;
 use crate::topology::Spread;
-use crate::{Error, Experiment};
 
 /// Plays this rank's part of the run `args` ask for, with the components of `registry`.
 pub(super) fn run(args: &RunArgs, registry: &Registry, stop: &StopSignal) -> Result<(), Failure> {

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use super::{Failure, RunArgs, load};
 use crate::config::Placement;
 use crate::connect::InProcess;
+use crate::experiment::{Experiment, Run, RunResult};
 use crate::output::{Progress, RunFolder, say};
 use crate::registry::Registry;
 use crate::stop::StopSignal;
 use crate::topology::Spread;
-use crate::{Experiment, Run, RunResult};
 
 /// `fedsim run` in this process (over MPI, [`super::over_mpi::run`] plays a rank's part).
 pub(super) fn run_command(

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Cli, Failure, ReportArgs, SweepArgs};
-use crate::Error;
+use crate::error::Error;
 use crate::output::say;
 use crate::registry::Registry;
 use crate::report::ReportOptions;

@@ -162,7 +162,7 @@ pub struct Resume {
 }
 
 /// The crate that registers a component, and its version: recorded in a run's manifest, so
-/// that a run says which plug-ins made it. [`origin!`](crate::origin) gives the calling
+/// that a run says which plug-ins made it. `fedsim::origin!` gives the calling
 /// crate's own; the registry hands it to plug-ins as `registry::Origin`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Origin {
@@ -184,6 +184,6 @@ impl Origin {
 
     /// fedsim itself, for its built-ins.
     pub fn fedsim() -> Self {
-        crate::origin!()
+        Self::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"))
     }
 }

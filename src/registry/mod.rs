@@ -948,7 +948,7 @@ mod tests {
             ExperimentConfig::from_value(value, Path::new("t.json"), &registry)
         };
         let config = experiment(serde_json::json!({"scheme": "round-robin"})).unwrap();
-        let prepared = crate::Experiment::prepare(config, &registry).unwrap();
+        let prepared = crate::experiment::Experiment::prepare(config, &registry).unwrap();
         let clients = &prepared.partition().clients;
         assert_eq!((clients[0][..2].to_vec(), clients[2][0]), (vec![0, 3], 2));
         assert_eq!(

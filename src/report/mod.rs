@@ -17,104 +17,16 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::Experiment;
 use crate::config::{ExperimentConfig, PartitionConfig};
+pub use crate::error::ReportError;
+use crate::experiment::Experiment;
 use crate::output::RoundRecord;
 use crate::output::atomic::{WriteError, write_atomically};
-use crate::output::claim::{self, ClaimError, FolderKind};
+use crate::output::claim::{self, FolderKind};
 use crate::registry::Registry;
 use plots::{Axes, Curve, DrawError};
 use runs::Configuration;
 use table::{Row, TextTable};
-
-/// What a report cannot be made from, or written to.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// No finished run in the folders given.
-    #[error(
-        "no finished run (a folder with config.json and a metrics.jsonl of every round) in {}{}",
-        inputs.join(", "),
-        failed.iter().map(|line| format!("\n  failed: {line}")).collect::<String>()
-    )]
-    NoRuns {
-        /// The folders given.
-        inputs: Vec<String>,
-        /// The runs among them that failed, with their errors.
-        failed: Vec<String>,
-    },
-    /// A file cannot be read.
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        /// The file or folder.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A run's `config.json` is not what a run writes.
-    #[error("{}: not a run's config: {message}", path.display())]
-    Config {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
-    /// A line of a run's `metrics.jsonl` is not a round record, or not the round expected, or
-    /// holds a value out of its range.
-    #[error("{} line {line}: {message}", path.display())]
-    Record {
-        /// The file.
-        path: PathBuf,
-        /// The line, from 1.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// Two runs of one configuration and seed hold different models.
-    #[error(
-        "{} and {} are runs of the same configuration with the same seed, yet their models differ; a rerun gives the same model to the bit, so one folder is not what its config.json says: report them apart",
-        first.display(),
-        second.display()
-    )]
-    Conflicting {
-        /// The run kept so far.
-        first: PathBuf,
-        /// The run that differs from it.
-        second: PathBuf,
-    },
-    /// A chart could not be drawn.
-    #[error("cannot draw {name}: {message}")]
-    Draw {
-        /// The chart's file name.
-        name: String,
-        /// Why.
-        message: String,
-    },
-    /// The report folder is not fedsim's to write.
-    #[error(transparent)]
-    Folder(#[from] ClaimError),
-    /// The report folder cannot be written.
-    #[error(transparent)]
-    Write(#[from] WriteError),
-}
-
-impl ReportError {
-    /// Whether the folders given or the report folder are at fault, rather than the disk.
-    pub fn is_bad_input(&self) -> bool {
-        match self {
-            ReportError::Folder(error) => error.is_bad_input(),
-            ReportError::Write(_) => false,
-            _ => true,
-        }
-    }
-
-    /// Wraps an I/O error reading `path`.
-    fn read(path: &Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
-        move |source| ReportError::Read {
-            path: path.to_path_buf(),
-            source,
-        }
-    }
-}
 
 /// What a report shows beyond the runs.
 #[derive(Debug, Clone, Copy, Default)]
