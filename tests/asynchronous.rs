@@ -9,7 +9,9 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::{assert_same_results, experiment, fails_with, metrics_without_timing, run_ok};
+use common::{
+    assert_same_results, experiment, fails_with, metrics_without_timing, records, run_ok,
+};
 use fedsim::config::Override;
 use fedsim::output::{Progress, RoundRecord, RunFolder};
 use fedsim::registry::Registry;
@@ -28,15 +30,6 @@ const ASYNCHRONOUS: &[&str] = &[
 /// `ASYNCHRONOUS` with `extra`.
 fn sets<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     ASYNCHRONOUS.iter().chain(extra).copied().collect()
-}
-
-/// Each line of a run's `metrics.jsonl`.
-fn records(run: &Path) -> Vec<Value> {
-    fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 /// The metrics without the traffic, which relaying schedulers add a tier to.

@@ -7,21 +7,13 @@ use serde_json::Value;
 
 mod common;
 
-use common::{experiment, fails_with, run_ok};
+use common::{experiment, fails_with, records, run_ok};
 
 /// CFL splitting a cluster whenever three of its clients take part in a round.
 const SPLITTING: &str = r#"strategy={"name":"cfl","eps_1":1e9,"eps_2":1e-9,"warmup":1}"#;
 
 /// The breast-cancer experiment: 10 clients, 5 a round.
 const ROUNDS: &str = "federation.rounds=4";
-
-fn records(run: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
 
 #[test]
 fn after_a_split_each_client_is_sent_its_clusters_model_as_a_message_of_its_own() {

@@ -11,18 +11,10 @@ use serde_json::Value;
 
 mod common;
 
-use common::{assert_same_results, experiment, run_ok};
+use common::{assert_same_results, experiment, records, run_ok};
 
 /// Rounds of each run: enough for Oort to exploit what it has seen.
 const ROUNDS: &str = "federation.rounds=6";
-
-fn records(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
 
 fn ids(values: &Value) -> Vec<usize> {
     values

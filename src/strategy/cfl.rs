@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::vector::{difference, dot, norm};
+use super::vector::{difference, dot, norm, weighted_sum};
 use super::{Aggregate, Algorithm, Collected, EdgeAggregation, Round, Sent, Setting, Strategy};
 use crate::config::check::Problems;
 use crate::network::{ClientId, Tensors, Update};
@@ -265,18 +265,13 @@ impl CflServer {
     }
 }
 
-/// The sample-weighted mean of `steps`' updates.
+/// The sample-weighted mean of `steps`' updates, weighted as FedAvg weighs its clients.
 fn weighted_mean<'a>(steps: impl Iterator<Item = &'a Step> + Clone) -> Vec<f32> {
     let total: f64 = steps.clone().map(|s| s.samples).sum();
-    let mut mean = Vec::new();
-    for step in steps {
-        mean.resize(step.delta.len(), 0.0f64);
-        let weight = step.samples / total;
-        for (m, d) in mean.iter_mut().zip(&step.delta) {
-            *m += weight * f64::from(*d);
-        }
-    }
-    mean.into_iter().map(|m| m as f32).collect()
+    let terms: Vec<(&[f32], f32)> = steps
+        .map(|s| (s.delta.as_slice(), (s.samples / total) as f32))
+        .collect();
+    weighted_sum(&terms)
 }
 
 /// The cosine similarity of every pair of `deltas`.

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Fold, Reduction,
-    Round, Setting, Start, Strategy, Sum, Weighting,
+    Round, Setting, Start, Strategy, Sum, Totals, Weighting,
 };
 use crate::config::check::Problems;
 use crate::network::{Tensors, Update};
@@ -129,15 +129,19 @@ impl Strategy for IfcaServer {
         let updates = input.updates();
         let mut aggregate = Aggregate::model(Vec::new());
         for cluster in 0..self.models.len() {
-            let chose: Vec<Update> = updates
+            let chose: Vec<&Update> = updates
                 .iter()
                 .filter(|u| self.chosen(u) == cluster)
-                .cloned()
                 .collect();
             aggregate = aggregate.with(&format!("cluster_{cluster}"), chose.len() as f64);
             if !chose.is_empty() {
+                // FedAvg's fold, over the clients that chose this cluster.
                 let sums = vec![Sum::params(Weighting::Samples)];
-                let [mean] = Collected::from(Fold::all(sums, &chose)).into_sums();
+                let mut fold = Fold::new(sums, Totals::of(chose.iter().map(|u| u.num_samples)));
+                for update in chose {
+                    fold.add(update);
+                }
+                let [mean] = Collected::from(fold.finish()).into_sums();
                 self.models[cluster] = mean.into();
             }
         }

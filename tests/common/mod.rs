@@ -70,6 +70,15 @@ pub fn run_ok(experiment: &Path, out: &Path, sets: &[&str]) -> Output {
     output
 }
 
+/// Each line of a run's `metrics.jsonl`, as JSON.
+pub fn records(run: &Path) -> Vec<Value> {
+    fs::read_to_string(run.join("metrics.jsonl"))
+        .expect("metrics.jsonl exists")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+        .collect()
+}
+
 /// The lines of a run's `metrics.jsonl` with the timing field removed: what must be identical
 /// between reruns.
 pub fn metrics_without_timing(run: &Path) -> Vec<String> {
