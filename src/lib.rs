@@ -59,6 +59,7 @@ pub mod data;
 pub mod error;
 pub mod experiment;
 pub mod history;
+pub mod local;
 pub mod model;
 pub mod network;
 pub mod output;

@@ -72,6 +72,7 @@ pub fn trainer(
             lr,
             momentum: 0.0,
             weight_decay: 0.0,
+            optimizer: Default::default(),
             work: Default::default(),
         },
         algorithm: Arc::new(PlainClient),

@@ -16,7 +16,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 use fedsim::config::check::Problems;
 use fedsim::data::{DataShape, SampleKind, SampleShape};
-use fedsim::model::{Architecture, Input, Net, Network};
+use fedsim::model::{Architecture, Input, Net, Network, Outputs};
 use serde::{Deserialize, Serialize};
 
 /// The network.
@@ -30,16 +30,27 @@ pub struct LeNet {
     fc3: Linear,
 }
 
-impl Network for LeNet {
-    fn forward(&self, input: Input) -> Tensor<2> {
+impl LeNet {
+    /// The input of the last layer: what MOON's contrastive term compares.
+    fn represent(&self, input: Input) -> Tensor<2> {
         let Input::Images(images) = input else {
             unreachable!("LeNet takes images only, as its architecture says")
         };
         let x = self.pool.forward(relu(self.conv1.forward(images)));
         let x = self.pool.forward(relu(self.conv2.forward(x)));
         let x = relu(self.fc1.forward(x.flatten(1, 3)));
-        let x = relu(self.fc2.forward(x));
-        self.fc3.forward(x)
+        relu(self.fc2.forward(x))
+    }
+}
+
+impl Network for LeNet {
+    fn forward(&self, input: Input) -> Tensor<2> {
+        self.fc3.forward(self.represent(input))
+    }
+
+    /// Exposing the representation lets algorithms that compute on it (MOON) train LeNet.
+    fn outputs(&self, input: Input) -> Outputs {
+        Outputs::through(self.represent(input), |z| self.fc3.forward(z))
     }
 }
 

@@ -18,6 +18,7 @@ mod byzantine;
 pub mod check;
 mod hints;
 mod network;
+mod optimizer;
 mod overrides;
 mod partition;
 mod placement;
@@ -33,6 +34,7 @@ use strict_json::StrictJsonError;
 pub use asynchronous::AsynchronousConfig;
 pub use availability::{AvailabilityConfig, FailurePolicy, OnlineConfig};
 pub use network::{ClientLinkOverride, ComputeConfig, NetworkConfig};
+pub use optimizer::OptimizerConfig;
 pub use partition::PartitionConfig;
 pub use placement::{Placement, PlacementConfig};
 pub use topology::{SchedulerMode, TopologyConfig};
@@ -286,6 +288,11 @@ pub struct ClientConfig {
     /// L2 penalty added to the gradient; at least 0.
     #[serde(default)]
     pub weight_decay: f64,
+    /// The optimiser: `{"name": "sgd"}` (the default) or `{"name": "adam", "beta_1": 0.9,
+    /// "beta_2": 0.999, "epsilon": 1e-8}` (each field optional).
+    #[serde(default, skip_serializing_if = "OptimizerConfig::is_sgd")]
+    #[schemars(extend("default" = {"name": "sgd"}))]
+    pub optimizer: OptimizerConfig,
     /// How much each client trains per round: `{"kind": "fixed"}` (`epochs` epochs, the
     /// default), `{"kind": "uniform", "min_epochs": 1, "max_epochs": 5}` (drawn per client and
     /// round), or `{"kind": "fit_deadline"}` (as many steps as fit the client's speed within
@@ -726,6 +733,7 @@ impl Validate for ClientConfig {
         problems.at_least_one("epochs", self.epochs.into());
         problems.at_least_one("batch_size", self.batch_size as u64);
         problems.at("work", |p| self.work.validate(deadline_s, p));
+        problems.at("optimizer", |p| self.optimizer.validate(self.momentum, p));
     }
 }
 

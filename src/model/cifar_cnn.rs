@@ -13,7 +13,7 @@ use burn::tensor::{Device, Tensor};
 
 use super::dense_layer::{Activation, dense_layer};
 use super::mlp::dense;
-use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
+use super::{Architecture, Input, Net, Network, Outputs, image, images_of, takes_images};
 use crate::config::NoParams;
 use crate::data::{DataShape, SampleKind, SampleShape};
 
@@ -88,20 +88,32 @@ impl CifarCnn {
 
     /// Logits for images `[batch, channels, height, width]`.
     pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        self.last(self.represent(images))
+    }
+
+    /// The input of the last layer: the second hidden dense layer's output.
+    fn represent(&self, images: Tensor<4>) -> Tensor<2> {
         let x = self.pool.forward(relu(self.conv1.forward(images)));
         let x = self.pool.forward(relu(self.conv2.forward(x)));
         let x = dense_layer(&self.fc1, x.flatten(1, 3), Activation::Relu);
-        let x = dense_layer(&self.fc2, x, Activation::Relu);
-        dense_layer(&self.fc3, x, Activation::Identity)
+        dense_layer(&self.fc2, x, Activation::Relu)
+    }
+
+    /// The last layer: logits from the representation.
+    fn last(&self, representation: Tensor<2>) -> Tensor<2> {
+        dense_layer(&self.fc3, representation, Activation::Identity)
     }
 }
 
 impl Network for CifarCnn {
     fn forward(&self, input: Input) -> Tensor<2> {
-        match input {
-            Input::Images(images) => CifarCnn::forward(self, images),
-            other => cannot_take("the CIFAR CNN", &other),
-        }
+        CifarCnn::forward(self, images_of(input, "the CIFAR CNN"))
+    }
+
+    fn outputs(&self, input: Input) -> Outputs {
+        Outputs::through(self.represent(images_of(input, "the CIFAR CNN")), |r| {
+            self.last(r)
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use burn::tensor::{Device, Tensor};
 use super::conv_pool::conv_relu_pool;
 use super::dense_layer::{Activation, dense_layer};
 use super::mlp::dense;
-use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
+use super::{Architecture, Input, Net, Network, Outputs, image, images_of, takes_images};
 use crate::config::NoParams;
 use crate::config::check::Problems;
 use crate::data::{DataShape, SampleKind, SampleShape};
@@ -83,19 +83,31 @@ impl Cnn {
 
     /// Logits for images `[batch, channels, height, width]`.
     pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        self.last(self.represent(images))
+    }
+
+    /// The input of the last layer: the hidden dense layer's output.
+    fn represent(&self, images: Tensor<4>) -> Tensor<2> {
         let x = conv_relu_pool(&self.conv1, images);
         let x = conv_relu_pool(&self.conv2, x);
-        let x = dense_layer(&self.fc1, x.flatten(1, 3), Activation::Relu);
-        dense_layer(&self.fc2, x, Activation::Identity)
+        dense_layer(&self.fc1, x.flatten(1, 3), Activation::Relu)
+    }
+
+    /// The last layer: logits from the representation.
+    fn last(&self, representation: Tensor<2>) -> Tensor<2> {
+        dense_layer(&self.fc2, representation, Activation::Identity)
     }
 }
 
 impl Network for Cnn {
     fn forward(&self, input: Input) -> Tensor<2> {
-        match input {
-            Input::Images(images) => Cnn::forward(self, images),
-            other => cannot_take("the CNN", &other),
-        }
+        Cnn::forward(self, images_of(input, "the CNN"))
+    }
+
+    fn outputs(&self, input: Input) -> Outputs {
+        Outputs::through(self.represent(images_of(input, "the CNN")), |r| {
+            self.last(r)
+        })
     }
 }
 

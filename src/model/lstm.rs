@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::dense_layer::{Activation, dense_layer};
 use super::lstm_layer::lstm_layer;
 use super::mlp::{dense, nonzero_widths};
-use super::{Architecture, Input, Net, Network, cannot_take};
+use super::{Architecture, Input, Net, Network, Outputs, cannot_take};
 use crate::config::check::Problems;
 use crate::data::{DataShape, SampleKind};
 
@@ -145,23 +145,41 @@ impl CharLstm {
 
     /// Next-character logits `[batch, vocabulary]` for character ids `[batch, steps]`.
     pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<2> {
+        self.last(self.represent(tokens))
+    }
+
+    /// The input of the last layer: the last LSTM layer's output at the last step.
+    fn represent(&self, tokens: Tensor<2, Int>) -> Tensor<2> {
         // Time-major from here on, so that each step's rows are contiguous.
         let mut sequence = self.embedding.forward(tokens.swap_dims(0, 1));
         for layer in &self.layers {
             sequence = lstm_layer(&layer.input, &layer.recurrent, sequence);
         }
         let [steps, batch, units] = sequence.dims();
-        let last = sequence.narrow(0, steps - 1, 1).reshape([batch, units]);
-        dense_layer(&self.output, last, Activation::Identity)
+        sequence.narrow(0, steps - 1, 1).reshape([batch, units])
+    }
+
+    /// The last layer: logits from the representation.
+    fn last(&self, representation: Tensor<2>) -> Tensor<2> {
+        dense_layer(&self.output, representation, Activation::Identity)
     }
 }
 
 impl Network for CharLstm {
     fn forward(&self, input: Input) -> Tensor<2> {
-        match input {
-            Input::Tokens(tokens) => CharLstm::forward(self, tokens),
-            other => cannot_take("the LSTM", &other),
-        }
+        CharLstm::forward(self, tokens_of(input))
+    }
+
+    fn outputs(&self, input: Input) -> Outputs {
+        Outputs::through(self.represent(tokens_of(input)), |r| self.last(r))
+    }
+}
+
+/// The token ids of a batch.
+fn tokens_of(input: Input) -> Tensor<2, Int> {
+    match input {
+        Input::Tokens(tokens) => tokens,
+        other => cannot_take("the LSTM", &other),
     }
 }
 

@@ -8,7 +8,7 @@ use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::dense_layer::{Activation, dense_layer};
-use super::{Architecture, Input, Net, Network, cannot_take};
+use super::{Architecture, Input, Net, Network, Outputs, cannot_take};
 use crate::config::check::Problems;
 use crate::data::{DataShape, SampleKind};
 
@@ -125,21 +125,41 @@ impl Mlp {
 
     /// Logits for flattened samples `[batch, features]`.
     pub fn forward(&self, features: Tensor<2>) -> Tensor<2> {
-        let (last, hidden) = self.layers.split_last().expect("an MLP has a layer");
-        let x = hidden
+        self.last(self.represent(features))
+    }
+
+    /// The input of the last layer (the last hidden layer's output; the features themselves
+    /// without hidden layers).
+    fn represent(&self, features: Tensor<2>) -> Tensor<2> {
+        let hidden = &self.layers[..self.layers.len() - 1];
+        hidden
             .iter()
-            .fold(features, |x, layer| dense_layer(layer, x, Activation::Relu));
-        dense_layer(last, x, Activation::Identity)
+            .fold(features, |x, layer| dense_layer(layer, x, Activation::Relu))
+    }
+
+    /// The last layer: logits from the representation.
+    fn last(&self, representation: Tensor<2>) -> Tensor<2> {
+        let last = self.layers.last().expect("an MLP has a layer");
+        dense_layer(last, representation, Activation::Identity)
+    }
+
+    /// Samples as rows of features.
+    fn features(input: Input) -> Tensor<2> {
+        match input {
+            Input::Images(images) => images.flatten(1, 3),
+            Input::Rows(rows) => rows,
+            other => cannot_take("the MLP", &other),
+        }
     }
 }
 
 impl Network for Mlp {
     fn forward(&self, input: Input) -> Tensor<2> {
-        match input {
-            Input::Images(images) => Mlp::forward(self, images.flatten(1, 3)),
-            Input::Rows(rows) => Mlp::forward(self, rows),
-            other => cannot_take("the MLP", &other),
-        }
+        Mlp::forward(self, Mlp::features(input))
+    }
+
+    fn outputs(&self, input: Input) -> Outputs {
+        Outputs::through(self.represent(Mlp::features(input)), |r| self.last(r))
     }
 }
 

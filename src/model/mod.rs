@@ -33,7 +33,7 @@ pub use cnn::{Cnn, CnnModel};
 pub use flat::ParamKind;
 pub use lstm::{CharLstm, LstmModel};
 pub use mlp::{LogisticModel, Mlp, MlpModel};
-pub use network::{Input, Net, Network, ParamSite};
+pub use network::{Input, Net, Network, Outputs, ParamSite};
 pub use resnet::{ResNet, ResnetModel};
 
 /// A model architecture an experiment file can name, with its hyperparameters:
@@ -105,6 +105,14 @@ fn image(shape: DataShape) -> [usize; 3] {
 /// Whether samples are images.
 fn takes_images(sample: SampleKind) -> bool {
     matches!(sample, SampleKind::Image(_))
+}
+
+/// The images of a batch for `network`, which takes images alone.
+fn images_of(input: network::Input, network: &str) -> burn::tensor::Tensor<4> {
+    match input {
+        network::Input::Images(images) => images,
+        other => cannot_take(network, &other),
+    }
 }
 
 /// The panic of a network handed a batch its architecture does not take: validation rejects

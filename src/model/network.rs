@@ -46,6 +46,36 @@ pub trait Network: Module + 'static {
     /// architecture takes ([`super::Architecture::takes`]) reach it: validation rejects other
     /// data before a run starts.
     fn forward(&self, input: Input) -> Tensor<2>;
+
+    /// The logits and, where the network exposes it, its representation of the batch: the
+    /// input of its last layer, `[batch, features]` (what MOON's contrastive term compares).
+    /// By default the logits alone; the logits must be [`Network::forward`]'s to the bit.
+    fn outputs(&self, input: Input) -> Outputs {
+        Outputs {
+            logits: self.forward(input),
+            representation: None,
+        }
+    }
+}
+
+/// What a network computes for a batch ([`Network::outputs`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Outputs {
+    /// Class logits `[batch, classes]`.
+    pub logits: Tensor<2>,
+    /// The input of the last layer `[batch, features]`, if the network exposes it.
+    pub representation: Option<Tensor<2>>,
+}
+
+impl Outputs {
+    /// The logits computed from `representation` by the last layer `last`.
+    pub fn through(representation: Tensor<2>, last: impl FnOnce(Tensor<2>) -> Tensor<2>) -> Self {
+        Self {
+            logits: last(representation.clone()),
+            representation: Some(representation),
+        }
+    }
 }
 
 /// One float parameter met on a walk over a network, in flat-vector order.
@@ -88,6 +118,11 @@ impl Net {
     /// Class logits `[batch, classes]` for a batch.
     pub fn forward(&self, input: Input) -> Tensor<2> {
         self.0.forward(input)
+    }
+
+    /// The logits and, where the network exposes it, its representation of a batch.
+    pub fn outputs(&self, input: Input) -> Outputs {
+        self.0.outputs(input)
     }
 
     /// Calls `visit` on every float parameter, in flat-vector order.
@@ -134,6 +169,7 @@ impl Net {
 /// The walks of [`Net`], written once for every [`Network`].
 trait Erased: Send + fmt::Debug {
     fn forward(&self, input: Input) -> Tensor<2>;
+    fn outputs(&self, input: Input) -> Outputs;
     fn walk(&self, visit: &mut dyn FnMut(&ParamSite<'_>));
     fn map_values(
         self: Box<Self>,
@@ -153,6 +189,10 @@ trait Erased: Send + fmt::Debug {
 impl<N: Network> Erased for N {
     fn forward(&self, input: Input) -> Tensor<2> {
         Network::forward(self, input)
+    }
+
+    fn outputs(&self, input: Input) -> Outputs {
+        Network::outputs(self, input)
     }
 
     fn walk(&self, visit: &mut dyn FnMut(&ParamSite<'_>)) {

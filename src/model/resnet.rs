@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dense_layer::{Activation, dense_layer};
 use super::mlp::dense;
-use super::{Architecture, Input, Net, Network, cannot_take, image, takes_images};
+use super::{Architecture, Input, Net, Network, Outputs, image, images_of, takes_images};
 use crate::config::check::Problems;
 use crate::data::{DataShape, SampleKind};
 
@@ -197,19 +197,32 @@ impl ResNet {
 
     /// Logits for images `[batch, channels, height, width]`.
     pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        self.last(self.represent(images))
+    }
+
+    /// The input of the last layer: the last block's output, pooled over height and width.
+    fn represent(&self, images: Tensor<4>) -> Tensor<2> {
         let x = relu(self.stem.forward(images));
         let x = self.blocks.iter().fold(x, |x, block| block.forward(x));
-        let pooled = adaptive_avg_pool2d(x, [1, 1]).flatten(1, 3);
-        dense_layer(&self.output, pooled, Activation::Identity)
+        adaptive_avg_pool2d(x, [1, 1]).flatten(1, 3)
+    }
+
+    /// The last layer: logits from the representation.
+    fn last(&self, representation: Tensor<2>) -> Tensor<2> {
+        dense_layer(&self.output, representation, Activation::Identity)
     }
 }
 
 impl Network for ResNet {
     fn forward(&self, input: Input) -> Tensor<2> {
-        match input {
-            Input::Images(images) => ResNet::forward(self, images),
-            other => cannot_take("the residual network", &other),
-        }
+        ResNet::forward(self, images_of(input, "the residual network"))
+    }
+
+    fn outputs(&self, input: Input) -> Outputs {
+        Outputs::through(
+            self.represent(images_of(input, "the residual network")),
+            |r| self.last(r),
+        )
     }
 }
 

@@ -9,7 +9,7 @@ use super::component::Choice;
 use super::params::{ParamInfo, Plugged, Read, WithParams, params_as_map, read_params};
 use super::{Origin, Registered};
 use crate::config::check::Problems;
-use crate::config::{ClientConfig, FederationConfig, LocalWork};
+use crate::config::{ClientConfig, FederationConfig, LocalWork, OptimizerConfig};
 use crate::strategy::{
     Algorithm, AsyncStrategy, ClientAlgorithm, EdgeAggregation, Reduction, Selector, ServerHalf,
     Setting, Strategy,
@@ -163,6 +163,7 @@ impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
             lr: 0.1,
             momentum: 0.0,
             weight_decay: 0.0,
+            optimizer: OptimizerConfig::Sgd,
             work: LocalWork::Fixed,
         };
         let federation = FederationConfig {

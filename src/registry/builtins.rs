@@ -14,7 +14,7 @@ use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
     Cfl, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgM, FedBuff, FedDyn, FedNova, FedProx,
-    FedYogi, Ifca, Krum, Median, Oort, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
+    FedYogi, Ifca, Krum, Median, Moon, Oort, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
 };
 
 /// Registers the built-in algorithms, models, data sets and partition schemes, in the order
@@ -39,7 +39,8 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(Oort)?
         .algorithm(PowerOfChoice)?
         .algorithm(Cfl)?
-        .algorithm(Ifca)?;
+        .algorithm(Ifca)?
+        .algorithm(Moon)?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?

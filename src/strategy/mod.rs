@@ -5,10 +5,12 @@
 //!   rounds, and which named metrics it reports;
 //! - a **client half** ([`ClientAlgorithm`]): what local training optimises besides the loss
 //!   (a proximal term, a gradient correction), what each client remembers between the rounds
-//!   it takes part in, and what it sends up besides its model.
+//!   it takes part in, and what it sends up besides its model; or local training itself, as
+//!   MOON's client half trains with a loss term of its own.
 //!
-//! Neither half knows about threads, channels or burn: they see flat vectors and named
-//! tensors. An [`Algorithm`] puts the two together under a name, with its parameters, its
+//! Neither half knows about threads or channels, and the server half knows nothing of burn:
+//! it sees flat vectors and named tensors. A client half that trains itself is handed the
+//! network and a [`LocalTraining`] session, and computes on burn's tensors. An [`Algorithm`] puts the two together under a name, with its parameters, its
 //! paper and whether an aggregating scheduler may pre-combine its group ([`EdgeAggregation`]);
 //! the registry ([`crate::registry`]) lists the algorithms an experiment file can name, each of
 //! the files here registered as a user's plug-in would be.
@@ -34,6 +36,7 @@ pub mod fold;
 mod ifca;
 mod krum;
 mod median;
+mod moon;
 mod oort;
 mod power_of_choice;
 mod qffl;
@@ -62,6 +65,7 @@ pub use fold::{Fold, Folded, Sum, Totals, Weighting};
 pub use ifca::{Ifca, IfcaClient, IfcaServer};
 pub use krum::{Krum, KrumServer};
 pub use median::{Median, MedianServer};
+pub use moon::{Moon, MoonClient};
 pub use oort::{Oort, OortSelector};
 pub use power_of_choice::{PowerOfChoice, PowerOfChoiceSelector};
 pub use qffl::{QFfl, QFflClient, QFflServer};
@@ -69,8 +73,12 @@ pub use scaffold::{Scaffold, ScaffoldClient, ScaffoldServer};
 pub use selection::{Candidates, Selector, Uniform};
 pub use trimmed_mean::{TrimmedMean, TrimmedMeanServer};
 
+pub use crate::local::Objective;
+
 use crate::config::check::Problems;
 use crate::config::{ClientConfig, ExperimentConfig, FederationConfig};
+use crate::local::{LocalTraining, TrainError, TrainedNet, train_on_objective};
+use crate::model::Net;
 use crate::network::{ClientId, ClientInfo, Tensors, Update};
 
 /// An FL algorithm: a server half and a client half, with the parameters an experiment file
@@ -505,24 +513,6 @@ pub struct ClientView<'a> {
     pub lr: f64,
 }
 
-/// What local training optimises besides the cross-entropy loss.
-///
-/// `proximal` and `linear` are terms of the local objective: each step adds
-/// `mu * (w - global) + linear` to the loss's gradient `g` before the optimiser sees it, so they
-/// pass through weight decay's sum and the momentum buffer as the loss's own gradient does.
-/// `correction` is not a term of the objective but a step of its own, `w ← w - lr * correction`
-/// after each optimiser step, which momentum never amplifies.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Objective {
-    /// `mu` of a proximal term `mu/2 * |w - global|²` (FedProx, FedDyn), if any.
-    pub proximal: Option<f32>,
-    /// The gradient of a linear term `<linear, w>` (FedDyn's), if any.
-    pub linear: Option<Vec<f32>>,
-    /// A vector applied at the learning rate after each optimiser step, outside momentum
-    /// (SCAFFOLD's `c - c_i`), if any.
-    pub correction: Option<Vec<f32>>,
-}
-
 /// Where a client chose to start local training ([`ClientAlgorithm::start_from`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Start {
@@ -546,10 +536,26 @@ pub struct Trained<'a> {
 
 /// The client half of an FL algorithm.
 pub trait ClientAlgorithm: Send + Sync {
-    /// The terms local training adds to each gradient, from what came down and the client's
-    /// state (`None` before its first round).
+    /// The terms fedsim's local training adds to each gradient, from what came down and the
+    /// client's state (`None` before its first round).
     fn objective(&self, _view: &ClientView<'_>, _state: Option<&Tensors>) -> Objective {
         Objective::default()
+    }
+
+    /// Trains `net` (loaded with the model training starts from) through `local`'s batches.
+    /// By default fedsim's loop ([`train_on_objective`]): one step of the configured optimiser
+    /// per batch on the cross-entropy loss and [`ClientAlgorithm::objective`]'s terms. A
+    /// client half that trains itself (MOON: a loss term on the network's representation)
+    /// writes its own loop over the same session, with the client's state (`None` before its
+    /// first round) and what came down in `view`.
+    fn train(
+        &self,
+        local: LocalTraining<'_>,
+        net: Net,
+        view: &ClientView<'_>,
+        state: Option<&Tensors>,
+    ) -> Result<TrainedNet, TrainError> {
+        train_on_objective(local, net, &self.objective(view, state))
     }
 
     /// Whether local training must first measure the global model's loss on the client's data.

@@ -8,10 +8,10 @@ use burn::tensor::{Device, Int, Tensor};
 use rayon::prelude::*;
 
 use super::ModelEvaluator;
-use super::batch::{Altered, batch};
-use super::sgd::LocalData;
 use crate::backend::BackendKind;
 use crate::data::Dataset;
+use crate::local::LocalData;
+use crate::local::batch::{Altered, batch};
 use crate::model::{Net, flat};
 use crate::output::{ClientAccuracy, Evaluation};
 use crate::registry::ModelChoice;

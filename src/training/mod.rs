@@ -1,23 +1,15 @@
 //! Training clients: the interface a client group hands its clients' work to
-//! ([`ClientTrainer`]), the burn trainer's worker pool ([`pool`]), the SGD loop one client's
-//! local training runs ([`sgd`]), evaluation on burn ([`evaluate`](mod@evaluate)), and clients
-//! that answer at once ([`echo`]).
-//!
-//! `sgd`, `objective`, `evaluate` and `batch` are the only code that runs burn's autodiff and
-//! optimisers: they take a model and data indices and give back a model and numbers; threads,
-//! messages and seeds are the caller's.
+//! ([`ClientTrainer`]), the burn trainer's worker pool ([`pool`]), which runs each client's
+//! local training ([`crate::local`]) on a worker's thread, evaluation on burn
+//! ([`evaluate`](mod@evaluate)), and clients that answer at once ([`echo`]).
 
-mod batch;
 pub mod echo;
 pub mod evaluate;
-mod objective;
 pub mod pool;
-pub mod sgd;
 
 pub use echo::{Answer, EchoTrainer};
 pub use evaluate::{ClientTests, TestEvaluator, client_accuracies, evaluate, mean_loss};
 pub use pool::{Trainer, TrainerSetup};
-pub use sgd::{LocalData, LocalResult, TrainError, local_train};
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,6 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::{FaultConfig, FaultKind};
+use crate::local::TrainError;
 use crate::network::{ClientId, Tensors, Update};
 use crate::output::{ClientAccuracy, Evaluation};
 

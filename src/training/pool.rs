@@ -9,7 +9,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::evaluate::mean_loss;
-use super::sgd::{LocalData, LocalTask, TrainError, local_train};
 use super::{
     ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, Probe, ProbeDone, Probed,
     answer,
@@ -21,6 +20,8 @@ use crate::config::Attack;
 use crate::config::ClientConfig;
 use crate::data::Dataset;
 use crate::data::partition::Partition;
+use crate::local::session::SessionParts;
+use crate::local::{LocalData, LocalTraining, TrainError};
 use crate::model::{Net, flat};
 use crate::network::{ClientId, Update};
 use crate::registry::ModelChoice;
@@ -170,7 +171,6 @@ impl Shared {
             lr: setup.client.lr,
         };
         let mut state = setup.states.get(job.client);
-        let objective = setup.algorithm.objective(&view, state.as_ref());
         let attack = self.attack_of(job.client);
         let local = LocalData {
             data: &setup.data,
@@ -186,13 +186,18 @@ impl Shared {
             Some(start) => (start.model.as_slice(), Some(&start.extras)),
             None => (&job.model[..], None),
         };
-        let task = LocalTask {
+        let build = |params: &[f32]| flat::load(self.new_net(device), params);
+        let session = LocalTraining::new(SessionParts {
+            local,
             config: &setup.client,
             budget: job.steps,
-            objective: &objective,
-            anchor,
-        };
-        let result = local_train(net, local, task, &mut rng, device, &setup.stop)?;
+            rng: &mut rng,
+            device,
+            stop: &setup.stop,
+            start: anchor,
+            build: &build,
+        });
+        let result = setup.algorithm.train(session, net, &view, state.as_ref())?;
         let mut params = flat::flatten(&result.net);
         let trained = Trained {
             params: &params,

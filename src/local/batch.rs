@@ -8,7 +8,7 @@ use crate::model::Input;
 
 /// How a training batch differs from the stored samples; evaluation takes them as they are
 /// ([`Altered::none`]).
-pub(super) struct Altered<'a> {
+pub(crate) struct Altered<'a> {
     /// Every label `l` is seen as `C - 1 - l` (a label-flipping attacker).
     pub flip_labels: bool,
     /// The stream the data set's image augmentation draws from (local training's).
@@ -26,7 +26,7 @@ impl Altered<'_> {
 }
 
 /// The samples at `indices` as the model's input and a label tensor, `altered` as it says.
-pub(super) fn batch(
+pub(crate) fn batch(
     data: &Dataset,
     indices: &[usize],
     altered: Altered<'_>,

@@ -1,11 +1,29 @@
-//! An algorithm's [`Objective`] as tensors on the device: the terms each SGD step adds to the
-//! gradients, and the correction step it takes after the optimiser's.
+//! What fedsim's loop optimises besides the cross-entropy loss ([`Objective`]), and its terms
+//! as tensors on the device: what each step adds to the gradients, and the correction step it
+//! takes after the optimiser's.
 
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::model::Net;
-use crate::strategy::Objective;
+
+/// What local training optimises besides the cross-entropy loss.
+///
+/// `proximal` and `linear` are terms of the local objective: each step adds
+/// `mu * (w - global) + linear` to the loss's gradient `g` before the optimiser sees it, so they
+/// pass through weight decay's sum and the momentum buffer as the loss's own gradient does.
+/// `correction` is not a term of the objective but a step of its own, `w ← w - lr * correction`
+/// after each optimiser step, which momentum never amplifies.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Objective {
+    /// `mu` of a proximal term `mu/2 * |w - global|²` (FedProx, FedDyn), if any.
+    pub proximal: Option<f32>,
+    /// The gradient of a linear term `<linear, w>` (FedDyn's), if any.
+    pub linear: Option<Vec<f32>>,
+    /// A vector applied at the learning rate after each optimiser step, outside momentum
+    /// (SCAFFOLD's `c - c_i`), if any.
+    pub correction: Option<Vec<f32>>,
+}
 
 /// An [`Objective`] as tensors on the device, one per model parameter.
 pub(super) struct ObjectiveTerms {
@@ -16,15 +34,15 @@ pub(super) struct ObjectiveTerms {
 }
 
 impl ObjectiveTerms {
-    /// The terms of `objective` for clients whose optimiser has momentum `momentum`. Without
-    /// momentum, a correction step and the same vector added to the gradient are one step
-    /// (plain SGD is linear in the gradient), so the correction joins the gradient's terms:
-    /// one pass over the model less per step.
+    /// The terms of `objective`, pulling towards `anchor`. Where the optimiser is linear in the
+    /// gradient (plain SGD without momentum), a correction step and the same vector added to
+    /// the gradient are one step, so the correction joins the gradient's terms: one pass over
+    /// the model less per step.
     pub(super) fn new(
         objective: &Objective,
         anchor: &[f32],
         net: &Net,
-        momentum: f64,
+        linear_optimizer: bool,
         device: &Device,
     ) -> Self {
         let inner = device.clone().inner();
@@ -41,7 +59,7 @@ impl ObjectiveTerms {
                 .collect()
         };
         let (linear, correction) = match (&objective.linear, &objective.correction) {
-            (linear, Some(correction)) if momentum == 0.0 => {
+            (linear, Some(correction)) if linear_optimizer => {
                 let joined = match linear {
                     Some(linear) => linear.iter().zip(correction).map(|(a, b)| a + b).collect(),
                     None => correction.clone(),
