@@ -44,8 +44,8 @@ use serde_json::{Value, json};
 use crate::availability::Availability;
 use crate::config::{ExperimentConfig, Override};
 use crate::error::Error;
-use crate::experiment::{Experiment, Resumable, RunResult};
-use crate::output::{Progress, RoundRecord, RunFolder};
+use crate::experiment::{Experiment, Run, RunResult};
+use crate::output::{Progress, RoundRecord};
 use crate::registry::Registry;
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
@@ -329,8 +329,8 @@ impl Kit<'_> {
         stop: &StopSignal,
     ) -> Result<RunResult, Error> {
         let experiment = Experiment::prepare(self.config(sets)?, self.registry)?;
-        let mut folder = RunFolder::create(&self.scratch.join(name))?;
-        experiment.run(&mut folder, progress, stop)
+        let played = Run::new(experiment, &self.scratch.join(name))?.play(progress, stop, None)?;
+        Ok(played.expect("a new run has rounds to play"))
     }
 
     /// The run `name` with `sets`, which must finish.
@@ -435,8 +435,8 @@ impl Kit<'_> {
                 Err(Error::Stopped { .. }) => {}
                 Err(error) => return Err(self.breach(check, format!("the stopped run: {error}"))),
             }
-            let resumed = Resumable::open(&self.scratch.join(&name), self.registry)
-                .and_then(|run| run.run(&Progress::Silent, &StopSignal::new()))
+            let resumed = Run::resume(&self.scratch.join(&name), self.registry)
+                .and_then(|run| run.play(&Progress::Silent, &StopSignal::new(), None))
                 .map_err(|error| self.breach(check, format!("resuming: {error}")))?
                 .ok_or_else(|| {
                     self.breach(check, "the resumed run had nothing left to do".into())

@@ -214,22 +214,6 @@ impl Experiment {
         PartitionStats::of(counts)
     }
 
-    /// Starts a new run in `folder` (just created): writes the resolved config, the
-    /// partition and a checkpoint of round 0, then plays every round, writing results as they
-    /// are produced and showing each round on `progress`.
-    pub fn run(
-        &self,
-        folder: &mut RunFolder,
-        progress: &Progress,
-        stop: &StopSignal,
-    ) -> Result<RunResult, Error> {
-        let spread = Spread {
-            placement: self.placement(1)?,
-            connector: &mut InProcess,
-        };
-        self.run_spread(folder, progress, stop, spread)
-    }
-
     /// Where the tiers run over `ranks` processes: the `placement` section or its rule.
     pub fn placement(&self, ranks: usize) -> Result<Placement, Error> {
         let config = &self.config;
@@ -240,13 +224,14 @@ impl Experiment {
             .map_err(Error::Placement)
     }
 
-    /// Like [`Experiment::run`], with the tiers placed and linked as `spread` says; this
-    /// process must run the server.
-    pub fn run_spread(
+    /// Starts a new run in `folder` (just created), the tiers placed and linked as `spread`
+    /// says (this process runs the server): writes the resolved config, the partition and a
+    /// checkpoint of round 0, then plays every round, writing results as they are produced
+    /// and showing each round as `watch` asks.
+    fn start(
         &self,
         folder: &mut RunFolder,
-        progress: &Progress,
-        stop: &StopSignal,
+        watch: Watch<'_>,
         spread: Spread<'_>,
     ) -> Result<RunResult, Error> {
         let config = &self.config;
@@ -289,7 +274,7 @@ impl Experiment {
             side,
             records: Vec::new(),
         };
-        self.play(folder, Watch { progress, stop }, standing, spread)
+        self.play(folder, watch, standing, spread)
     }
 
     /// Runs the tiers that `spread` gives this process, which does not run the server, until
@@ -610,7 +595,7 @@ impl FreshModels for Experiment {
 }
 
 /// A run folder to continue, with its experiment prepared and the rounds it has played.
-pub struct Resumable {
+struct Resumable {
     experiment: Experiment,
     saved: Saved,
     manifest: Manifest,
@@ -624,7 +609,7 @@ impl Resumable {
     /// looked up in `registry`. It must hold a checkpoint that fits its experiment, its
     /// `config.json` must be the config the run started with, and the data files must be the
     /// ones it read, so that they split into the same partition.
-    pub fn open(dir: &Path, registry: &Registry) -> Result<Self, Error> {
+    fn open(dir: &Path, registry: &Registry) -> Result<Self, Error> {
         let claim = claim_to_continue(dir)?;
         let saved = Saved::read(dir)?;
         let not_resumable = |reason: String| FolderError::not_resumable(dir, reason);
@@ -702,36 +687,23 @@ impl Resumable {
     }
 
     /// The experiment being continued.
-    pub fn experiment(&self) -> &Experiment {
+    fn experiment(&self) -> &Experiment {
         &self.experiment
     }
 
     /// Rounds already played.
-    pub fn rounds_done(&self) -> u32 {
+    fn rounds_done(&self) -> u32 {
         self.saved.state.round
     }
 
     /// Whether the run had played all its rounds (and written all its files) already.
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         self.saved.state.round == self.experiment.config.federation.rounds
     }
 
-    /// Plays the remaining rounds; a finished run is left as it is (`None`).
-    pub fn run(self, progress: &Progress, stop: &StopSignal) -> Result<Option<RunResult>, Error> {
-        let spread = Spread {
-            placement: self.experiment.placement(1)?,
-            connector: &mut InProcess,
-        };
-        self.run_spread(progress, stop, spread)
-    }
-
-    /// Like [`Resumable::run`], with the tiers placed and linked as `spread` says.
-    pub fn run_spread(
-        mut self,
-        progress: &Progress,
-        stop: &StopSignal,
-        spread: Spread<'_>,
-    ) -> Result<Option<RunResult>, Error> {
+    /// Plays the remaining rounds, the tiers placed and linked as `spread` says; a finished
+    /// run is left as it is (`None`).
+    fn play_on(mut self, watch: Watch<'_>, spread: Spread<'_>) -> Result<Option<RunResult>, Error> {
         if self.is_finished() {
             return Ok(None);
         }
@@ -752,19 +724,22 @@ impl Resumable {
             records,
         };
         self.experiment
-            .play(&mut folder, Watch { progress, stop }, standing, spread)
+            .play(&mut folder, watch, standing, spread)
             .map(Some)
     }
 }
 
-/// A run to play in its folder: a new one, or one to continue. `fedsim run` (with or without
-/// `--resume`) and every run of a sweep play one.
-pub enum Run {
+/// A run to play in its folder: a new one, or one to continue. It is the one way to play an
+/// experiment: `fedsim run` (with or without `--resume`, in one process or over MPI), every run
+/// of a sweep and the conformance kit's runs play one. The processes of an MPI run that do not
+/// run the server hold tiers of it instead ([`Experiment::serve`]).
+pub struct Run(Playing);
+
+/// What a [`Run`] plays.
+enum Playing {
     /// A new run, its folder just created.
     New {
-        /// The experiment.
         experiment: Box<Experiment>,
-        /// Its new folder.
         folder: RunFolder,
     },
     /// A run to continue from its folder's checkpoint.
@@ -775,20 +750,24 @@ impl Run {
     /// A new run of `experiment` in `dir`, which must not hold a run already.
     pub fn new(experiment: Experiment, dir: &Path) -> Result<Self, Error> {
         let folder = RunFolder::create(dir)?;
-        Ok(Run::New {
+        Ok(Run(Playing::New {
             experiment: Box::new(experiment),
             folder,
-        })
+        }))
     }
 
-    /// The run in `dir`, to continue (see [`Resumable::open`]). A run folder without a
-    /// checkpoint holds a run stopped before its first one, which finished no round: the run
-    /// starts again from round 0, with the settings its `config.json` holds.
+    /// The run in `dir`, to continue, its components looked up in `registry`. The folder is
+    /// claimed, so that no other process writes it meanwhile; it must hold a checkpoint that
+    /// fits its experiment, its `config.json` must be the config the run started with, and the
+    /// data files must be the ones it read, so that they split into the same partition. A run
+    /// folder without a checkpoint holds a run stopped before its first one, which finished no
+    /// round: the run starts again from round 0, with the settings its `config.json` holds.
     pub fn resume(dir: &Path, registry: &Registry) -> Result<Self, Error> {
         let unstarted = matches!(claim::inspect(dir)?, Found::Fedsim(FolderKind::Run))
             && !dir.join(CHECKPOINT).exists();
         if !unstarted {
-            return Ok(Run::Resumed(Box::new(Resumable::open(dir, registry)?)));
+            let resumable = Resumable::open(dir, registry)?;
+            return Ok(Run(Playing::Resumed(Box::new(resumable))));
         }
         let config_path = dir.join(CONFIG);
         if !config_path.exists() {
@@ -809,50 +788,60 @@ impl Run {
 
     /// The experiment played.
     pub fn experiment(&self) -> &Experiment {
-        match self {
-            Run::New { experiment, .. } => experiment,
-            Run::Resumed(resumable) => resumable.experiment(),
+        match &self.0 {
+            Playing::New { experiment, .. } => experiment,
+            Playing::Resumed(resumable) => resumable.experiment(),
         }
     }
 
     /// Rounds already played.
     pub fn rounds_done(&self) -> u32 {
-        match self {
-            Run::New { .. } => 0,
-            Run::Resumed(resumable) => resumable.rounds_done(),
+        match &self.0 {
+            Playing::New { .. } => 0,
+            Playing::Resumed(resumable) => resumable.rounds_done(),
         }
     }
 
     /// Whether the run had played all its rounds already.
     pub fn is_finished(&self) -> bool {
-        matches!(self, Run::Resumed(resumable) if resumable.is_finished())
+        matches!(&self.0, Playing::Resumed(resumable) if resumable.is_finished())
     }
 
-    /// Plays the rounds left in this process.
-    pub fn play(self, progress: &Progress, stop: &StopSignal) -> Result<Option<RunResult>, Error> {
-        let spread = Spread {
-            placement: self.experiment().placement(1)?,
-            connector: &mut InProcess,
-        };
-        self.play_spread(progress, stop, spread)
-    }
-
-    /// Plays the rounds left, the tiers placed and linked as `spread` says; `None` when the
-    /// run had finished already.
-    pub fn play_spread(
+    /// Plays the rounds left, writing results as they are produced and showing each round on
+    /// `progress`, until they are done or `stop` is requested. The tiers are placed and linked
+    /// as `spread` says (this process runs the server), or all in this process where it is
+    /// `None`. Returns `None` when the run had finished already.
+    pub fn play(
         self,
         progress: &Progress,
         stop: &StopSignal,
-        spread: Spread<'_>,
+        spread: Option<Spread<'_>>,
     ) -> Result<Option<RunResult>, Error> {
-        match self {
-            Run::New {
+        let watch = Watch { progress, stop };
+        match spread {
+            Some(spread) => self.play_spread(watch, spread),
+            None => {
+                let placement = self.experiment().placement(1)?;
+                let connector = &mut InProcess;
+                self.play_spread(
+                    watch,
+                    Spread {
+                        placement,
+                        connector,
+                    },
+                )
+            }
+        }
+    }
+
+    /// Plays the rounds left, the tiers as `spread` says.
+    fn play_spread(self, watch: Watch<'_>, spread: Spread<'_>) -> Result<Option<RunResult>, Error> {
+        match self.0 {
+            Playing::New {
                 experiment,
                 mut folder,
-            } => experiment
-                .run_spread(&mut folder, progress, stop, spread)
-                .map(Some),
-            Run::Resumed(resumable) => resumable.run_spread(progress, stop, spread),
+            } => experiment.start(&mut folder, watch, spread).map(Some),
+            Playing::Resumed(resumable) => resumable.play_on(watch, spread),
         }
     }
 }

@@ -6,14 +6,15 @@
 //! charge it to a simulated clock. A run is a pure function of its experiment config.
 //!
 //! As a library: read an experiment with the components a [`registry::Registry`] holds (the
-//! built-ins, and a user's plug-ins), prepare it (the data loaded and split), and run it into a
-//! run folder. Ten clients of the built-in breast-cancer table, under FedProx:
+//! built-ins, and a user's plug-ins), prepare it (the data loaded and split), and play it as a
+//! [`Run`] in a run folder (the folder of a stopped run is continued with [`Run::resume`]).
+//! Ten clients of the built-in breast-cancer table, under FedProx:
 //!
 //! ```
-//! use fedsim::output::{Progress, RunFolder};
+//! use fedsim::output::Progress;
 //! use fedsim::registry::Registry;
 //! use fedsim::stop::StopSignal;
-//! use fedsim::{Experiment, ExperimentConfig};
+//! use fedsim::{Experiment, ExperimentConfig, Run};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let registry = Registry::builtin();
@@ -30,8 +31,8 @@
 //! let config = ExperimentConfig::from_value(file, "breast-cancer.json".as_ref(), &registry)?;
 //! let experiment = Experiment::prepare(config, &registry)?;
 //! let dir = tempfile::tempdir()?;
-//! let mut folder = RunFolder::create(&dir.path().join("run"))?;
-//! let result = experiment.run(&mut folder, &Progress::Silent, &StopSignal::new())?;
+//! let run = Run::new(experiment, &dir.path().join("run"))?;
+//! let result = run.play(&Progress::Silent, &StopSignal::new(), None)?.expect("a new run");
 //! assert_eq!(result.rounds.len(), 10);
 //! assert!(result.summary.final_accuracy > 0.9);
 //! # Ok(())
@@ -63,6 +64,7 @@ pub mod local;
 pub mod model;
 pub mod network;
 pub mod output;
+pub mod plugin;
 pub mod registry;
 pub mod report;
 pub mod seed;
@@ -75,4 +77,4 @@ pub mod training;
 
 pub use config::ExperimentConfig;
 pub use error::Error;
-pub use experiment::{Experiment, Resumable, Run, RunResult};
+pub use experiment::{Experiment, Run, RunResult};

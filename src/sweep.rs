@@ -482,7 +482,7 @@ fn play(
             Run::new(Experiment::prepare(config, registry)?, folder)?
         }
     };
-    let result = playing.play(&Progress::Silent, stop)?;
+    let result = playing.play(&Progress::Silent, stop, None)?;
     Ok(result.map_or(f64::NAN, |r| r.summary.final_accuracy))
 }
 

@@ -13,10 +13,10 @@ use common::{
     assert_same_results, experiment, fails_with, metrics_without_timing, records, run_ok,
 };
 use fedsim::config::Override;
-use fedsim::output::{Progress, RoundRecord, RunFolder};
+use fedsim::output::{Progress, RoundRecord};
 use fedsim::registry::Registry;
 use fedsim::stop::StopSignal;
-use fedsim::{Error, Experiment, ExperimentConfig, Resumable};
+use fedsim::{Error, Experiment, ExperimentConfig, Run};
 use serde_json::Value;
 
 /// mnist-t1 made asynchronous: 10 of its 100 clients in flight, speeds with a heavy tail.
@@ -165,11 +165,11 @@ fn a_stopped_asynchronous_run_resumes_to_the_bits_of_one_that_never_stopped() {
     ];
     let settings: Vec<String> = sets(&extra).into_iter().map(String::from).collect();
     let config = ExperimentConfig::load(&experiment("mnist-t1"), &settings, &registry).unwrap();
-    let experiment = Experiment::prepare(config, &registry).unwrap();
+    let prepare = || Experiment::prepare(config.clone(), &registry).unwrap();
     let straight = dir.path().join("straight");
-    let mut folder = RunFolder::create(&straight).unwrap();
-    experiment
-        .run(&mut folder, &Progress::Silent, &StopSignal::new())
+    Run::new(prepare(), &straight)
+        .unwrap()
+        .play(&Progress::Silent, &StopSignal::new(), None)
         .unwrap();
     // Stopped as step 5's record arrives: the checkpoint after step 4 holds the clients in
     // flight then.
@@ -182,18 +182,18 @@ fn a_stopped_asynchronous_run_resumes_to_the_bits_of_one_that_never_stopped() {
                 asked.request();
             }
         }));
-        let mut folder = RunFolder::create(&stopped).unwrap();
-        match experiment.run(&mut folder, &progress, &stop) {
+        match Run::new(prepare(), &stopped)
+            .unwrap()
+            .play(&progress, &stop, None)
+        {
             Ok(_) => continue,
             Err(Error::Stopped { .. }) => {}
             Err(error) => panic!("{error}"),
         }
-        // The folder is held while its `RunFolder` lives, as a second process would find it.
-        drop(folder);
-        let resumed = Resumable::open(&stopped, &registry).unwrap();
+        let resumed = Run::resume(&stopped, &registry).unwrap();
         assert!((4..10).contains(&resumed.rounds_done()));
         resumed
-            .run(&Progress::Silent, &StopSignal::new())
+            .play(&Progress::Silent, &StopSignal::new(), None)
             .unwrap()
             .expect("steps were left");
         assert_same_results(&stopped, &straight);

@@ -10,12 +10,10 @@
 
 use std::sync::Arc;
 
-use fedsim::config::check::Problems;
-use fedsim::network::{Tensors, Update};
-use fedsim::strategy::vector::weighted_sum;
-use fedsim::strategy::{
-    Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Round, Setting,
-    Start, Strategy,
+use fedsim::plugin::vector::weighted_sum;
+use fedsim::plugin::{
+    Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Problems, Round,
+    Setting, Start, Strategy, Tensors, Update,
 };
 use serde::{Deserialize, Serialize};
 

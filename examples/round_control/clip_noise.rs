@@ -13,11 +13,10 @@
 //! the same noise. This is the mechanism only: the privacy it gives depends on the sampling
 //! and on an accountant, which this example leaves out.
 
-use fedsim::config::check::Problems;
-use fedsim::seed::{Purpose, stream};
-use fedsim::strategy::vector::{add_scaled, difference, norm};
-use fedsim::strategy::{
-    Aggregate, Algorithm, Collected, EdgeAggregation, Round, Setting, Strategy,
+use fedsim::plugin::vector::{add_scaled, difference, norm};
+use fedsim::plugin::{
+    Aggregate, Algorithm, Collected, EdgeAggregation, Problems, Purpose, Round, Setting, Strategy,
+    stream,
 };
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};

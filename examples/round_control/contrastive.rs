@@ -15,13 +15,9 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 use burn::tensor::activation::log_softmax;
-use fedsim::config::check::Problems;
-use fedsim::local::{LocalTraining, TrainError, TrainedNet};
-use fedsim::model::{Input, Net};
-use fedsim::network::Tensors;
-use fedsim::strategy::{
-    Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, Setting, Strategy,
-    Trained,
+use fedsim::plugin::{
+    Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, Input, LocalTraining,
+    Net, Problems, Setting, Strategy, Tensors, TrainError, Trained, TrainedNet,
 };
 use serde::{Deserialize, Serialize};
 

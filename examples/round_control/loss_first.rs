@@ -8,10 +8,9 @@
 //! built-in `power_of_choice` draws the candidates by data share; this one draws them
 //! uniformly, as the paper's `π_rand` variant does.
 
-use fedsim::config::check::Problems;
-use fedsim::network::{ClientId, ClientInfo};
-use fedsim::strategy::{
-    Algorithm, Candidates, EdgeAggregation, FedAvgServer, Selector, Setting, Strategy,
+use fedsim::plugin::{
+    Algorithm, Candidates, ClientId, ClientInfo, EdgeAggregation, FedAvgServer, Problems, Selector,
+    Setting, Strategy,
 };
 use rand::seq::index;
 use rand_chacha::ChaCha12Rng;

@@ -136,7 +136,7 @@ impl Job {
     ) -> Result<Option<RunResult>, Failure> {
         let rounds = self.experiment().config().federation.rounds;
         let progress = Progress::for_stdout(rounds, self.run.rounds_done(), quiet);
-        let result = self.run.play_spread(&progress, stop, spread);
+        let result = self.run.play(&progress, stop, Some(spread));
         progress.finish();
         result.map_err(|e| (e, Some(self.dir)))
     }

@@ -1,0 +1,37 @@
+//! Everything a plug-in author needs, in one module: the stable surface of fedsim.
+//!
+//! A plug-in (an algorithm, a model, a data set or a partition scheme in a crate of its own)
+//! says `use fedsim::plugin::*;` and implements one of the traits here, registers it with a
+//! [`RegistryBuilder`], and checks it with the [`conformance`] kit. What this module names is
+//! what fedsim keeps working across its versions: the traits and their methods, the views a
+//! plug-in is handed (structs of their own, `#[non_exhaustive]` where they may grow), the
+//! parameter checks ([`Problems`]) and the seeded streams ([`stream`], [`Purpose`]). The rest of
+//! the crate is fedsim's own machinery, public for its binary, benchmarks and tests, and may
+//! change.
+//!
+//! - **Algorithms** ([`crate::strategy`]): [`Algorithm`] puts together a server half
+//!   ([`Strategy`], [`AsyncStrategy`]), a client half ([`ClientAlgorithm`]) and a choice of who
+//!   trains ([`Selector`]). A client half that trains itself is handed a [`LocalTraining`]
+//!   session ([`crate::local`]).
+//! - **Models** ([`crate::model`]): an [`Architecture`] builds a [`Network`].
+//! - **Data** ([`crate::data`]): a [`DataSource`] loads a data set; a [`Partitioner`] splits it
+//!   among clients.
+
+pub use crate::config::check::Problems;
+pub use crate::conformance;
+pub use crate::data::{
+    ClientSplit, DataContext, DataShape, DataSource, Partitioner, SampleKind, SampleShape,
+    SplitContext, SplitInput, TrainTest,
+};
+pub use crate::local::{Batch, LocalTraining, Objective, TrainError, TrainedNet};
+pub use crate::model::{Architecture, Input, Net, Network, Outputs, ParamKind, ParamSite};
+pub use crate::network::{ClientId, ClientInfo, Tensors, Update};
+pub use crate::registry::{Origin, Registry, RegistryBuilder};
+pub use crate::seed::{Purpose, stream};
+pub use crate::strategy::vector;
+pub use crate::strategy::{
+    Aggregate, Algorithm, Arrival, AsyncStrategy, Candidates, ClientAlgorithm, ClientView,
+    Collected, EdgeAggregation, FedAvgServer, Fold, Folded, FreshModels, NoParams, Reads,
+    Reduction, Round, Selector, Sent, Setting, Start, Strategy, Sum, Totals, Trained, Weighting,
+};
+pub use rand_chacha::ChaCha12Rng;
