@@ -26,11 +26,7 @@ fn fedavg(c: &mut Criterion) {
             extras: Tensors::new(),
         })
         .collect();
-    let round = Round {
-        number: 1,
-        roster: &[],
-        sampled: &[],
-    };
+    let round = Round::new(1, &[], &[]);
     let global = vec![0.0f32; CNN_PARAMS];
     let mut group = c.benchmark_group("aggregation");
     group.throughput(Throughput::Bytes((CLIENTS * CNN_PARAMS * 4) as u64));

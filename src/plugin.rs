@@ -25,7 +25,7 @@ pub use crate::data::{
 };
 pub use crate::local::{Batch, LocalTraining, Objective, TrainError, TrainedNet};
 pub use crate::model::{Architecture, Input, Net, Network, Outputs, ParamKind, ParamSite};
-pub use crate::network::{ClientId, ClientInfo, Tensors, Update};
+pub use crate::network::{ClientId, ClientInfo, StateError, Tensors, Update};
 pub use crate::registry::{Origin, Registry, RegistryBuilder};
 pub use crate::seed::{Purpose, stream};
 pub use crate::strategy::vector;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use fedsim::plugin::vector::weighted_sum;
 use fedsim::plugin::{
     Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, Problems, Round,
-    Setting, Start, Strategy, Tensors, Update,
+    Setting, Start, StateError, Strategy, Tensors, Update,
 };
 use serde::{Deserialize, Serialize};
 
@@ -121,10 +121,9 @@ impl Strategy for BestOfKServer {
         self.downlink()
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         for j in 1..self.models.len() {
-            let model = state.get(&name(j)).ok_or(format!("no {} saved", name(j)))?;
-            self.models[j] = model.to_vec();
+            self.models[j] = state.require(&name(j))?.to_vec();
         }
         Ok(())
     }

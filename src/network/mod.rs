@@ -11,4 +11,4 @@ pub use link::{
     Disconnected, Inlet, Link, LinkEnd, LinkProfile, LinkProfiles, Traffic, UPWARD_BACKLOG,
 };
 pub use message::{ClientId, ClientInfo, DropReason, Dropped, Envelope, Message, NodeId, Update};
-pub use payload::Tensors;
+pub use payload::{StateError, Tensors};

@@ -4,6 +4,22 @@
 
 use std::sync::Arc;
 
+/// What is wrong with a saved state (a checkpoint's) handed back to a server half or a
+/// selector to restore: the run it came from cannot continue with this algorithm.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// A tensor the state must hold is missing.
+    #[error("it has no tensor {0:?}")]
+    Missing(String),
+    /// A tensor the algorithm does not keep is there.
+    #[error("it holds {0:?}, which this algorithm does not keep")]
+    Unexpected(String),
+    /// The tensors are there but do not fit this run: what is wrong.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// An ordered set of named flat `f32` tensors. Cheap to clone: the values are shared.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tensors(Vec<(String, Arc<[f32]>)>);
@@ -35,6 +51,12 @@ impl Tensors {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, values)| &**values)
+    }
+
+    /// The tensor `name` of a saved state, or the error that it is missing.
+    pub fn require(&self, name: &str) -> Result<&[f32], StateError> {
+        self.get(name)
+            .ok_or_else(|| StateError::Missing(name.to_string()))
     }
 
     /// The tensor `name`, which the algorithm that reads it has always put there.

@@ -9,7 +9,6 @@ use super::component::Choice;
 use super::params::{ParamInfo, Plugged, Read, WithParams, params_as_map, read_params};
 use super::{Origin, Registered};
 use crate::config::check::Problems;
-use crate::config::{ClientConfig, FederationConfig, LocalWork, OptimizerConfig};
 use crate::strategy::{
     Algorithm, AsyncStrategy, ClientAlgorithm, EdgeAggregation, Reduction, Selector, ServerHalf,
     Setting, Strategy,
@@ -157,28 +156,7 @@ impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
 
     fn has_asynchronous(&self) -> bool {
         // A one-client federation: what the half is built for does not decide whether it exists.
-        let client = ClientConfig {
-            epochs: 1,
-            batch_size: 1,
-            lr: 0.1,
-            momentum: 0.0,
-            weight_decay: 0.0,
-            optimizer: OptimizerConfig::Sgd,
-            work: LocalWork::Fixed,
-        };
-        let federation = FederationConfig {
-            num_clients: 1,
-            clients_per_round: None,
-            rounds: 1,
-            num_parallels: 1,
-        };
-        let setting = Setting {
-            seed: 0,
-            fresh_models: None,
-            client: &client,
-            federation: &federation,
-            concurrency: Some(1),
-        };
+        let setting = Setting::new(1, 0.1).with_concurrency(1);
         self.0
             .asynchronous(&A::Params::default(), &setting, 1)
             .is_some()

@@ -754,14 +754,6 @@ mod tests {
     }
 
     /// The parts of an experiment the algorithms see, for the tests.
-    fn setting_parts() -> (crate::config::ClientConfig, crate::config::FederationConfig) {
-        let client = serde_json::from_str(r#"{"lr": 0.1}"#).unwrap();
-        let federation =
-            serde_json::from_str(r#"{"num_clients": 10, "clients_per_round": 5, "rounds": 1}"#)
-                .unwrap();
-        (client, federation)
-    }
-
     #[test]
     fn every_builtin_parameter_is_documented() {
         for algorithm in Registry::builtin().algorithms() {
@@ -774,13 +766,9 @@ mod tests {
     #[test]
     fn parameters_take_defaults_and_unknown_ones_are_rejected() {
         let registry = Registry::builtin();
-        let (client, federation) = setting_parts();
         let setting = Setting {
-            seed: 0,
-            fresh_models: None,
-            client: &client,
-            federation: &federation,
-            concurrency: None,
+            clients_per_round: Some(5),
+            ..Setting::new(10, 0.1)
         };
         let section: StrategyConfig =
             serde_json::from_str(r#"{"name": "fedadam", "beta1": 0.5}"#).unwrap();
@@ -1014,13 +1002,9 @@ mod tests {
     fn an_unknown_algorithm_gets_the_nearest_name() {
         let registry = Registry::builtin();
         let section = StrategyConfig::named("fedprx");
-        let (client, federation) = setting_parts();
         let setting = Setting {
-            seed: 0,
-            fresh_models: None,
-            client: &client,
-            federation: &federation,
-            concurrency: None,
+            clients_per_round: Some(5),
+            ..Setting::new(10, 0.1)
         };
         let errors = registry.choose_algorithm(&section, &setting).err().unwrap();
         assert_eq!(errors.len(), 1);

@@ -25,7 +25,7 @@ use super::{
     Weighting,
 };
 use crate::config::check::Problems;
-use crate::network::Tensors;
+use crate::network::{StateError, Tensors};
 
 /// The paper the three follow.
 const PAPER: &str = "Reddi et al. 2021, Adaptive Federated Optimization";
@@ -266,9 +266,9 @@ impl Strategy for AdaptiveServer {
             .with("v", self.v.clone())
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
-        self.m = state.get("m").ok_or("no \"m\" saved")?.to_vec();
-        self.v = state.get("v").ok_or("no \"v\" saved")?.to_vec();
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
+        self.m = state.require("m")?.to_vec();
+        self.v = state.require("v")?.to_vec();
         Ok(())
     }
 }

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use super::vector::{difference, dot, norm, weighted_sum};
 use super::{Aggregate, Algorithm, Collected, EdgeAggregation, Round, Sent, Setting, Strategy};
 use crate::config::check::Problems;
-use crate::network::{ClientId, Tensors, Update};
+use crate::network::{ClientId, StateError, Tensors, Update};
 
 /// CFL: clusters split by the similarity of their clients' updates.
 #[derive(Debug, Clone, Copy, Default)]
@@ -83,7 +83,7 @@ impl Algorithm for Cfl {
     }
 
     fn server(&self, params: &Params, setting: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
-        Box::new(CflServer::new(*params, setting.federation.num_clients))
+        Box::new(CflServer::new(*params, setting.num_clients))
     }
 }
 
@@ -219,32 +219,35 @@ impl Strategy for CflServer {
         state
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
-        let cluster_of = state
-            .get("cluster_of")
-            .ok_or("CFL's state has no clusters")?;
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
+        let cluster_of = state.require("cluster_of")?;
         if cluster_of.len() != self.cluster_of.len() {
-            return Err(format!(
+            return Err(StateError::Invalid(format!(
                 "CFL's state holds {} clients' clusters, not {}",
                 cluster_of.len(),
                 self.cluster_of.len()
-            ));
+            )));
         }
         let models: Vec<Arc<[f32]>> = (0..)
             .map_while(|cluster| state.get(&format!("model_{cluster}")))
             .map(Arc::from)
             .collect();
         if state.iter().count() != models.len() + 1 {
-            return Err("CFL's state holds tensors it does not know".to_string());
+            let known = |name: &str| name == "cluster_of" || name.starts_with("model_");
+            let unknown = state.iter().map(|(name, _)| name).find(|n| !known(n));
+            return Err(match unknown {
+                Some(name) => StateError::Unexpected(name.to_string()),
+                None => StateError::Invalid("its cluster models are not numbered from 0".into()),
+            });
         }
         let clusters = models.len().max(1);
         if cluster_of
             .iter()
             .any(|&c| c as usize >= clusters || c.fract() != 0.0)
         {
-            return Err(format!(
+            return Err(StateError::Invalid(format!(
                 "CFL's state puts a client outside its {clusters} clusters"
-            ));
+            )));
         }
         self.cluster_of = cluster_of.iter().map(|&c| c as usize).collect();
         self.models = models;

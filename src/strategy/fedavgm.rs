@@ -19,7 +19,7 @@ use super::{
     Sum, Weighting,
 };
 use crate::config::check::Problems;
-use crate::network::Tensors;
+use crate::network::{StateError, Tensors};
 
 /// FedAvgM: plain local SGD, and the server half [`FedAvgMServer`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -132,11 +132,8 @@ impl Strategy for FedAvgMServer {
         Tensors::new().with("velocity", self.velocity.clone())
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
-        self.velocity = state
-            .get("velocity")
-            .ok_or("no \"velocity\" saved")?
-            .to_vec();
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
+        self.velocity = state.require("velocity")?.to_vec();
         Ok(())
     }
 }

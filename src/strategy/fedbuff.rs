@@ -26,7 +26,7 @@ use super::{
     Reads, Round, Setting, Strategy,
 };
 use crate::config::check::Problems;
-use crate::network::Tensors;
+use crate::network::{StateError, Tensors};
 
 /// FedBuff: buffered, staleness-weighted changes, one server step per `K`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -235,7 +235,7 @@ impl Strategy for FedBuffServer {
         buffer_state(self)
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         restore_buffer(self, state)
     }
 }
@@ -251,7 +251,7 @@ impl AsyncStrategy for FedBuffServer {
         buffer_state(self)
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         restore_buffer(self, state)
     }
 }
@@ -270,9 +270,9 @@ fn buffer_state(server: &FedBuffServer) -> Tensors {
 }
 
 /// Takes back what [`buffer_state`] gave.
-fn restore_buffer(server: &mut FedBuffServer, state: &Tensors) -> Result<(), String> {
-    server.buffer = state.get("buffer").ok_or("no \"buffer\" saved")?.to_vec();
-    let buffered = state.get("buffered").ok_or("no \"buffered\" saved")?;
+fn restore_buffer(server: &mut FedBuffServer, state: &Tensors) -> Result<(), StateError> {
+    server.buffer = state.require("buffer")?.to_vec();
+    let buffered = state.require("buffered")?;
     server.buffered = buffered.first().map_or(0, |&n| n as usize);
     if let Some(adaptive) = &mut server.adaptive {
         Strategy::restore(adaptive, state)?;

@@ -31,7 +31,7 @@ use super::{
     Reads, Round, Setting, Strategy, Sum, Trained, Weighting,
 };
 use crate::config::check::Problems;
-use crate::network::Tensors;
+use crate::network::{StateError, Tensors};
 
 /// The client state: its last gradient `∇L_k(θ_k)`.
 const GRADIENT: &str = "gradient";
@@ -132,8 +132,8 @@ impl Strategy for FedDynServer {
         Tensors::new().with(H, self.h.clone())
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
-        self.h = state.get(H).ok_or("no \"h\" saved")?.to_vec();
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
+        self.h = state.require(H)?.to_vec();
         Ok(())
     }
 }

@@ -48,7 +48,7 @@ impl Algorithm for FedNova {
     }
 
     fn server(&self, _: &NoParams, setting: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
-        Box::new(FedNovaServer::new(setting.client.momentum))
+        Box::new(FedNovaServer::new(setting.momentum))
     }
 
     /// Equal clients take equal numbers of steps: FedAvg.

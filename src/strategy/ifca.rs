@@ -21,7 +21,7 @@ use super::{
     Round, Setting, Start, Strategy, Sum, Totals, Weighting,
 };
 use crate::config::check::Problems;
-use crate::network::{Tensors, Update};
+use crate::network::{StateError, Tensors, Update};
 
 /// The extra tensor in which a client says which cluster it trained.
 const CHOSEN: &str = "cluster";
@@ -154,18 +154,16 @@ impl Strategy for IfcaServer {
         self.downlink()
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         if state.iter().count() != self.models.len() - 1 {
-            return Err(format!(
+            return Err(StateError::Invalid(format!(
                 "IFCA's state holds {} models, not {}",
                 state.iter().count(),
                 self.models.len() - 1
-            ));
+            )));
         }
         for cluster in 1..self.models.len() {
-            let model = state
-                .get(&model_name(cluster))
-                .ok_or_else(|| format!("IFCA's state has no {}", model_name(cluster)))?;
+            let model = state.require(&model_name(cluster))?;
             self.models[cluster] = model.into();
         }
         Ok(())

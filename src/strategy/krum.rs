@@ -36,7 +36,7 @@ impl Algorithm for Krum {
 
     fn check(&self, params: &Params, setting: &Setting<'_>, problems: &mut Problems) {
         let needed = needed(params.byzantine);
-        if let Some(clients_per_round) = setting.federation.clients_per_round
+        if let Some(clients_per_round) = setting.clients_per_round
             && clients_per_round < needed
         {
             problems.add(

@@ -75,11 +75,11 @@ pub use trimmed_mean::{TrimmedMean, TrimmedMeanServer};
 
 pub use crate::local::Objective;
 
+use crate::config::ExperimentConfig;
 use crate::config::check::Problems;
-use crate::config::{ClientConfig, ExperimentConfig, FederationConfig};
 use crate::local::{LocalTraining, TrainError, TrainedNet, train_on_objective};
 use crate::model::Net;
-use crate::network::{ClientId, ClientInfo, Tensors, Update};
+use crate::network::{ClientId, ClientInfo, StateError, Tensors, Update};
 
 /// An FL algorithm: a server half and a client half, with the parameters an experiment file
 /// gives it beside its name (`"strategy": {"name": "fedprox", "mu": 0.01}`).
@@ -203,7 +203,9 @@ impl<P> Reduction<P> {
     }
 }
 
-/// The parts of the experiment an algorithm may depend on.
+/// The parts of the experiment an algorithm may depend on: plain values of its own, not the
+/// experiment file's sections, so that the file's format can change without a plug-in
+/// changing. It may grow ([`Setting::new`] and the `with_` methods build one).
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct Setting<'a> {
@@ -211,10 +213,15 @@ pub struct Setting<'a> {
     /// ([`crate::seed::stream`] with a [`crate::seed::Purpose`] of the algorithm's own), so
     /// that they are the same on every rerun.
     pub seed: u64,
-    /// Local training (its learning rate and momentum, for SCAFFOLD, FedNova and q-FFL).
-    pub client: &'a ClientConfig,
-    /// The federation (clients per round, for Krum).
-    pub federation: &'a FederationConfig,
+    /// The clients' local learning rate (`client.lr`; SCAFFOLD, q-FFL).
+    pub lr: f64,
+    /// The clients' momentum (`client.momentum`, 0 for none; FedNova, q-FFL).
+    pub momentum: f64,
+    /// Clients in the federation.
+    pub num_clients: usize,
+    /// Clients trained each round (`federation.clients_per_round`), `None` for all of them
+    /// (Krum, Power-of-Choice).
+    pub clients_per_round: Option<usize>,
     /// Clients training at once in an asynchronous federation (FedBuff's buffer may hold no
     /// more); `None` in rounds.
     pub concurrency: Option<usize>,
@@ -237,12 +244,29 @@ impl fmt::Debug for dyn FreshModels + '_ {
 }
 
 impl<'a> Setting<'a> {
+    /// A synchronous federation of `num_clients` clients, all of them training each round, at
+    /// learning rate `lr` without momentum, with seed 0 and no fresh models: the setting to
+    /// build on for a test of an algorithm's halves.
+    pub fn new(num_clients: usize, lr: f64) -> Self {
+        Self {
+            seed: 0,
+            lr,
+            momentum: 0.0,
+            num_clients,
+            clients_per_round: None,
+            concurrency: None,
+            fresh_models: None,
+        }
+    }
+
     /// The setting of `config`.
-    pub fn of(config: &'a ExperimentConfig) -> Self {
+    pub fn of(config: &ExperimentConfig) -> Self {
         Self {
             seed: config.seed,
-            client: &config.client,
-            federation: &config.federation,
+            lr: config.client.lr,
+            momentum: config.client.momentum,
+            num_clients: config.federation.num_clients,
+            clients_per_round: config.federation.clients_per_round,
             concurrency: config.asynchronous.map(|a| a.concurrency),
             fresh_models: None,
         }
@@ -255,12 +279,21 @@ impl<'a> Setting<'a> {
             ..self
         }
     }
+
+    /// This setting, asynchronous with `concurrency` clients training at once.
+    pub fn with_concurrency(self, concurrency: usize) -> Self {
+        Self {
+            concurrency: Some(concurrency),
+            ..self
+        }
+    }
 }
 
 pub use crate::config::NoParams;
 
 /// What the server half sees of a round besides the updates.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Round<'a> {
     /// The round, from 1.
     pub number: u32,
@@ -268,6 +301,17 @@ pub struct Round<'a> {
     pub roster: &'a [ClientInfo],
     /// The clients sampled this round, in id order.
     pub sampled: &'a [ClientId],
+}
+
+impl<'a> Round<'a> {
+    /// Round `number` of the federation `roster`, in which the clients `sampled` train.
+    pub fn new(number: u32, roster: &'a [ClientInfo], sampled: &'a [ClientId]) -> Self {
+        Self {
+            number,
+            roster,
+            sampled,
+        }
+    }
 }
 
 /// The server half's answer to a round.
@@ -421,13 +465,14 @@ pub trait Strategy: Send {
     }
 
     /// Takes back what [`Strategy::state`] gave, when a run resumes.
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         no_state(state)
     }
 }
 
 /// One client's update as an asynchronous server half takes it.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Arrival<'a> {
     /// The update: the client's trained model, its samples, loss and extra tensors.
     pub update: &'a Update,
@@ -457,7 +502,7 @@ pub trait AsyncStrategy: Send {
     }
 
     /// Takes back what [`AsyncStrategy::state`] gave, when a run resumes.
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         no_state(state)
     }
 }
@@ -480,7 +525,7 @@ impl ServerHalf {
     }
 
     /// Takes back what [`ServerHalf::state`] gave.
-    pub fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+    pub fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         match self {
             ServerHalf::Rounds(strategy) => strategy.restore(state),
             ServerHalf::Asynchronous(strategy) => strategy.restore(state),
@@ -489,17 +534,16 @@ impl ServerHalf {
 }
 
 /// The check of a server half that keeps no state: nothing may have been saved.
-pub(crate) fn no_state(state: &Tensors) -> Result<(), String> {
+pub(crate) fn no_state(state: &Tensors) -> Result<(), StateError> {
     match state.iter().next() {
         None => Ok(()),
-        Some((name, _)) => Err(format!(
-            "this strategy keeps no state, but {name:?} is saved"
-        )),
+        Some((name, _)) => Err(StateError::Unexpected(name.to_string())),
     }
 }
 
 /// What a client sees when its job starts.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ClientView<'a> {
     /// The round (in an asynchronous federation, the number of the dispatch, from 1).
     pub round: u32,
@@ -524,6 +568,7 @@ pub struct Start {
 
 /// What local training produced, for the client half to finish with.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Trained<'a> {
     /// The trained model.
     pub params: &'a [f32],

@@ -36,7 +36,7 @@ use super::selection::{Candidates, Selector};
 use super::{Algorithm, EdgeAggregation, FedAvgServer, Setting, Strategy};
 use crate::config::check::Problems;
 use crate::history::ClientHistory;
-use crate::network::{ClientId, ClientInfo, Tensors};
+use crate::network::{ClientId, ClientInfo, StateError, Tensors};
 
 /// Oort: guided participant selection, with FedAvg's server.
 #[derive(Debug, Clone, Copy, Default)]
@@ -363,19 +363,15 @@ impl Selector for OortSelector {
             .with("exploited", self.exploited.clone())
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
-        let [percentile] = state
-            .get("percentile")
-            .and_then(|p| <[f32; 1]>::try_from(p).ok())
-            .ok_or("Oort's state has no percentile")?;
-        let exploited = state
-            .get("exploited")
-            .ok_or("Oort's state has no utilities")?;
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
+        let [percentile] = <[f32; 1]>::try_from(state.require("percentile")?)
+            .map_err(|_| StateError::Invalid("Oort's percentile is not one number".into()))?;
+        let exploited = state.require("exploited")?;
         if exploited.len() > 2 * self.params.pacer_step as usize {
-            return Err(format!(
+            return Err(StateError::Invalid(format!(
                 "Oort's state holds {} rounds of utility, more than 2 * pacer_step",
                 exploited.len()
-            ));
+            )));
         }
         self.percentile = percentile;
         self.exploited = exploited.to_vec();

@@ -46,8 +46,7 @@ impl Algorithm for PowerOfChoice {
 
     fn check(&self, params: &Params, setting: &Setting<'_>, problems: &mut Problems) {
         problems.at_least_one("d", params.d as u64);
-        let federation = setting.federation;
-        if let Some(per_round) = federation.clients_per_round
+        if let Some(per_round) = setting.clients_per_round
             && params.d < per_round
         {
             problems.add(

@@ -103,8 +103,7 @@ impl Algorithm for QFfl {
     }
 
     fn server(&self, params: &Params, setting: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
-        let client = setting.client;
-        Box::new(QFflServer::new(*params, client.lr, client.momentum))
+        Box::new(QFflServer::new(*params, setting.lr, setting.momentum))
     }
 
     fn client(&self, _params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {

@@ -42,7 +42,7 @@ use super::{
     Reads, Reduction, Round, Setting, Strategy, Sum, Trained, Weighting,
 };
 use crate::config::check::Problems;
-use crate::network::Tensors;
+use crate::network::{StateError, Tensors};
 
 /// The downlink tensor holding the server's control variate `c`.
 pub const CONTROL: &str = "control";
@@ -156,8 +156,8 @@ impl Strategy for ScaffoldServer {
         Tensors::new().with(CONTROL, self.control.clone())
     }
 
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
-        self.control = state.get(CONTROL).ok_or("no \"control\" saved")?.to_vec();
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
+        self.control = state.require(CONTROL)?.to_vec();
         Ok(())
     }
 }

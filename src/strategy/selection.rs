@@ -18,7 +18,7 @@ use rand::seq::index;
 use rand_chacha::ChaCha12Rng;
 
 use crate::history::ClientHistory;
-use crate::network::{ClientId, ClientInfo, Tensors};
+use crate::network::{ClientId, ClientInfo, StateError, Tensors};
 
 /// What a selection is handed: the candidates of one round (or dispatch).
 #[derive(Debug, Clone, Copy)]
@@ -99,7 +99,7 @@ pub trait Selector: Send {
     }
 
     /// Takes back what [`Selector::state`] gave, when a run resumes.
-    fn restore(&mut self, state: &Tensors) -> Result<(), String> {
+    fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         super::no_state(state)
     }
 }
