@@ -55,14 +55,7 @@ struct Place {
 /// with [`TrainError::Diverged`] when the loss is not finite), and ends with
 /// [`LocalTraining::finish`]. [`super::train_on_objective`] is fedsim's own.
 pub struct LocalTraining<'a> {
-    local: LocalData<'a>,
-    config: &'a ClientConfig,
-    budget: u32,
-    rng: &'a mut ChaCha12Rng,
-    device: &'a Device,
-    stop: &'a StopSignal,
-    start: &'a [f32],
-    build: &'a dyn Fn(&[f32]) -> Net,
+    parts: SessionParts<'a>,
     loss_fn: CrossEntropyLoss,
     order: Vec<usize>,
     place: Place,
@@ -94,27 +87,10 @@ pub(crate) struct SessionParts<'a> {
 impl<'a> LocalTraining<'a> {
     /// A session of `parts`, before its first batch.
     pub(crate) fn new(parts: SessionParts<'a>) -> Self {
-        let SessionParts {
-            local,
-            config,
-            budget,
-            rng,
-            device,
-            stop,
-            start,
-            build,
-        } = parts;
         Self {
-            local,
-            config,
-            budget,
-            rng,
-            device,
-            stop,
-            start,
-            build,
-            loss_fn: CrossEntropyLossConfig::new().init(device),
-            order: local.indices.to_vec(),
+            loss_fn: CrossEntropyLossConfig::new().init(parts.device),
+            order: parts.local.indices.to_vec(),
+            parts,
             place: Place::default(),
             steps: 0,
             loss_sum: 0.0,
@@ -125,24 +101,24 @@ impl<'a> LocalTraining<'a> {
     /// The next batch, in the client's seeded order, or `None` once the budget of steps is
     /// spent. Fails with [`TrainError::Stopped`] once the run is being stopped.
     pub fn next_batch(&mut self) -> Result<Option<Batch>, TrainError> {
-        if self.steps == self.budget || self.order.is_empty() {
+        if self.steps == self.parts.budget || self.order.is_empty() {
             return Ok(None);
         }
         if self.place.epoch == 0 || self.place.next >= self.order.len() {
-            self.order.shuffle(self.rng);
+            self.order.shuffle(self.parts.rng);
             self.place.epoch += 1;
             (self.place.step, self.place.next) = (0, 0);
         }
-        if self.stop.is_requested() {
+        if self.parts.stop.is_requested() {
             return Err(TrainError::Stopped);
         }
-        let end = (self.place.next + self.config.batch_size).min(self.order.len());
+        let end = (self.place.next + self.parts.config.batch_size).min(self.order.len());
         let chunk = &self.order[self.place.next..end];
         let altered = Altered {
-            flip_labels: self.local.flip_labels,
-            augment: Some(&mut *self.rng),
+            flip_labels: self.parts.local.flip_labels,
+            augment: Some(&mut *self.parts.rng),
         };
-        let (input, labels) = batch(self.local.data, chunk, altered, self.device);
+        let (input, labels) = batch(self.parts.local.data, chunk, altered, self.parts.device);
         self.place.step += 1;
         self.place.last_len = chunk.len();
         self.place.next = end;
@@ -164,7 +140,7 @@ impl<'a> LocalTraining<'a> {
                 loss: value,
                 epoch: self.place.epoch,
                 step: self.place.step,
-                hint: divergence_hint(self.config),
+                hint: divergence_hint(self.parts.config),
             });
         }
         self.loss_sum += value * self.place.last_len as f64;
@@ -175,12 +151,12 @@ impl<'a> LocalTraining<'a> {
     /// A fresh optimiser as the experiment's `client` section configures it (`optimizer`,
     /// `momentum`, `weight_decay`).
     pub fn optimizer(&self) -> ModuleOptimizer {
-        optimizer::configured(self.config)
+        optimizer::configured(self.parts.config)
     }
 
     /// The learning rate of the step now being taken (`client.lr`, the same for every step).
     pub fn lr(&self) -> f64 {
-        self.config.lr
+        self.parts.config.lr
     }
 
     /// `net` after one step of `optimizer` on `grads`, at [`LocalTraining::lr`].
@@ -191,41 +167,41 @@ impl<'a> LocalTraining<'a> {
     /// The model training started from: the one sent, or the one the client chose
     /// ([`crate::strategy::ClientAlgorithm::start_from`]).
     pub fn start(&self) -> &'a [f32] {
-        self.start
+        self.parts.start
     }
 
     /// Another network of the model's architecture on this session's device, loaded with
     /// `params`: a model the client reads but does not train (MOON's global and previous
     /// models). Detach what it computes, or its graph joins the loss's.
     pub fn network(&self, params: &[f32]) -> Net {
-        (self.build)(params)
+        (self.parts.build)(params)
     }
 
     /// The samples per batch.
     pub fn batch_size(&self) -> usize {
-        self.config.batch_size
+        self.parts.config.batch_size
     }
 
     /// The steps this session may take.
     pub fn budget(&self) -> u32 {
-        self.budget
+        self.parts.budget
     }
 
     /// The autodiff device the network lives on.
     pub fn device(&self) -> &Device {
-        self.device
+        self.parts.device
     }
 
     /// The client's seeded stream for this (round, edge round), which the shuffles and the
     /// data's augmentation also draw from: a client half's own draws from it are the same on
     /// every run.
     pub fn rng(&mut self) -> &mut ChaCha12Rng {
-        self.rng
+        self.parts.rng
     }
 
     /// Whether the configured optimiser is linear in the gradient (plain SGD, no momentum).
     pub(super) fn optimizer_is_linear(&self) -> bool {
-        optimizer::is_linear(self.config)
+        optimizer::is_linear(self.parts.config)
     }
 
     /// The end of training with `net`: the mean recorded loss and the steps taken.
