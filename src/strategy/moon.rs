@@ -130,17 +130,20 @@ impl ClientAlgorithm for MoonClient {
         view: &ClientView<'_>,
         state: Option<&Tensors>,
     ) -> Result<TrainedNet, TrainError> {
-        let global = local.network(view.global);
-        let previous = state.map(|s| local.network(s.expect(PREVIOUS)));
+        // The models read by the term; without the term (`μ = 0`) nothing is built for it.
+        let read = (self.mu > 0.0).then(|| {
+            let previous = state.map(|s| local.network(s.expect(PREVIOUS)));
+            (local.network(view.global), previous)
+        });
         let mut optimizer = local.optimizer();
         let mut net = net;
         while let Some(batch) = local.next_batch()? {
             let outputs = net.outputs(batch.input.clone());
             let mut loss = local.cross_entropy(outputs.logits, batch.labels);
-            if self.mu > 0.0 {
+            if let Some((global, previous)) = &read {
                 let z = outputs.representation.ok_or_else(no_representation)?;
-                let z_global = representation(&global, batch.input.clone())?;
-                let z_previous = match &previous {
+                let z_global = representation(global, batch.input.clone())?;
+                let z_previous = match previous {
                     Some(previous) => representation(previous, batch.input)?,
                     None => z_global.clone(),
                 };
