@@ -31,7 +31,7 @@ use crate::topology::{
     self, ClientConditions, EvaluationPlan, FederationError, GroupSetup, Plan, ServerMode,
     ServerSetup, Spread, Start,
 };
-use crate::training::{ClientTests, TestEvaluator};
+use crate::training::{ClientStarts, ClientTests, TestEvaluator};
 use crate::training::{InjectedFaults, Trainer, TrainerSetup};
 
 /// The run folder's manifest file.
@@ -464,6 +464,17 @@ impl Experiment {
         &self.layout
     }
 
+    /// What picks the model each client is scored with on its own test samples.
+    fn client_starts(&self) -> ClientStarts {
+        ClientStarts {
+            algorithm: self.algorithm.client(&self.setting()),
+            data: self.train.clone(),
+            training: self.training.clone(),
+            lr: self.config.client.lr,
+            batch_size: self.config.client.batch_size,
+        }
+    }
+
     /// The burn trainer for this experiment's clients.
     fn trainer(&self, states: &Arc<ClientStates>, stop: &StopSignal) -> Result<Trainer, Error> {
         let config = &self.config;
@@ -541,7 +552,10 @@ impl Experiment {
                     batch_size: config.eval.batch_size,
                     model: self.model.clone(),
                     backend: config.backend,
-                    clients: self.client_tests.clone(),
+                    clients: self
+                        .client_tests
+                        .clone()
+                        .map(|tests| (tests, self.client_starts())),
                 }),
             }),
         };
@@ -558,6 +572,7 @@ impl Experiment {
             work: config.work_plan(),
             speeds,
             availability: self.availability.clone(),
+            measuring_passes: self.algorithm.client(&self.setting()).measuring_passes(),
         };
         let groups = GroupSetup::for_parts(
             placement.client_groups(&config.topology, config.federation.num_clients),

@@ -69,6 +69,7 @@ fn fedsim_datasets_and_schemes_list_the_builtins_with_their_parameters() {
         [
             "mnist",
             "fashion-mnist",
+            "rotated-mnist",
             "cifar10",
             "synthetic",
             "breast-cancer",

@@ -100,6 +100,10 @@ pub struct RoundRecord {
     /// The strategy's own numbers for the round (FedAdam's step norm, Krum's choice).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub strategy: BTreeMap<String, f64>,
+    /// For a clustered algorithm, the cluster each of the round's clients is in after the
+    /// round, by client id (IFCA: the one it chose and trained; CFL: its part after a split).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub clusters: BTreeMap<ClientId, usize>,
     /// Messages and bytes per tier of links, server tier first.
     pub traffic: Vec<TierTraffic>,
     /// Simulated seconds the round took: the slowest counted path down the tree, through

@@ -9,6 +9,7 @@ use crate::data::numpy::NumpyData;
 use crate::data::partitioner::{
     DirichletSplit, FileSplit, IidSplit, LabelsSplit, NaturalSplit, QuantitySplit, ShardsSplit,
 };
+use crate::data::rotated::RotatedMnist;
 use crate::data::synthetic::SyntheticData;
 use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
@@ -51,6 +52,7 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
     registry
         .data_set(&MNIST)?
         .data_set(&FASHION_MNIST)?
+        .data_set(RotatedMnist)?
         .data_set(Cifar10Data)?
         .data_set(SyntheticData)?
         .data_set(BreastCancerData)?

@@ -19,10 +19,13 @@
 //! **From the paper to the simulator.** The paper has every client in every round. Where a
 //! round samples some, only the sampled clients of a cluster decide and take part in its split;
 //! its other clients stay with the part that holds the lowest client id. The model the records
-//! evaluate on the test set is the first cluster's (the one holding client 0); each round's
-//! `strategy` metrics count the clusters. The thresholds depend on the model and the learning
-//! rate: the defaults are those of the paper's code for its CNN on MNIST.
+//! evaluate on the test set is the first cluster's (the one holding client 0), and each client
+//! is scored on its own test samples with its cluster's model. Each round's `strategy` metrics
+//! count the clusters and give, for each cluster in the round, the two norms the rule compares
+//! (`mean_norm_0`, `max_norm_0`, ...), to set the thresholds by: they depend on the model and
+//! the learning rate, and the defaults are those of the paper's code for its CNN on MNIST.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -145,20 +148,29 @@ impl CflServer {
         &self.cluster_of
     }
 
-    /// The updates of `members` of cluster `cluster` (indices into `steps`) split in two when
-    /// the rule says so: the second part becomes a new cluster.
-    fn maybe_split(&mut self, round: u32, cluster: usize, members: &[usize], steps: &[Step]) {
+    /// The updates of `members` of cluster `cluster` (indices into `steps`, at least one) split
+    /// in two when the rule says so: the second part becomes a new cluster. Returns the norms
+    /// the rule compares: of their weighted mean and the largest.
+    fn maybe_split(
+        &mut self,
+        round: u32,
+        cluster: usize,
+        members: &[usize],
+        steps: &[Step],
+    ) -> (f64, f64) {
         let p = self.params;
-        if round <= p.warmup || members.len() < p.min_clients {
-            return;
-        }
-        let mean = weighted_mean(members.iter().map(|&i| &steps[i]));
+        let mean = norm(&weighted_mean(members.iter().map(|&i| &steps[i])));
         let largest = members
             .iter()
             .map(|&i| norm(&steps[i].delta))
             .fold(0.0, f64::max);
-        if norm(&mean) >= p.eps_1 || largest <= p.eps_2 {
-            return;
+        let norms = (mean, largest);
+        if round <= p.warmup
+            || members.len() < p.min_clients
+            || mean >= p.eps_1
+            || largest <= p.eps_2
+        {
+            return norms;
         }
         let deltas: Vec<&[f32]> = members.iter().map(|&i| steps[i].delta.as_slice()).collect();
         let (_, second) = bipartition(&similarities(&deltas));
@@ -167,6 +179,7 @@ impl CflServer {
         for index in second {
             self.cluster_of[steps[members[index]].client] = new;
         }
+        norms
     }
 }
 
@@ -188,11 +201,16 @@ impl Strategy for CflServer {
             .map(|update| self.step_of(update))
             .collect();
         let before = self.models.len();
+        let mut norms = BTreeMap::new();
         for cluster in 0..before {
             let members: Vec<usize> = (0..steps.len())
                 .filter(|&i| self.cluster_of[steps[i].client] == cluster)
                 .collect();
-            self.maybe_split(round.number, cluster, &members, &steps);
+            if !members.is_empty() {
+                let (mean, largest) = self.maybe_split(round.number, cluster, &members, &steps);
+                norms.insert(format!("mean_norm_{cluster}"), mean);
+                norms.insert(format!("max_norm_{cluster}"), largest);
+            }
         }
         for (cluster, model) in self.models.iter_mut().enumerate() {
             let members = steps
@@ -205,9 +223,13 @@ impl Strategy for CflServer {
             *model = model.iter().zip(&mean).map(|(w, d)| w + d).collect();
         }
         let clusters = self.models.len();
-        Aggregate::model(self.models[0].to_vec())
+        let mut aggregate = Aggregate::model(self.models[0].to_vec())
             .with("clusters", clusters as f64)
-            .with("splits", (clusters - before) as f64)
+            .with("splits", (clusters - before) as f64);
+        aggregate.metrics.extend(norms);
+        steps.iter().fold(aggregate, |aggregate, step| {
+            aggregate.with_cluster(step.client, self.cluster_of[step.client])
+        })
     }
 
     fn state(&self) -> Tensors {
@@ -380,6 +402,8 @@ mod tests {
         let next = server.aggregate_updates(&round(), &global, &updates);
         assert_eq!(next.metrics["clusters"], 2.0);
         assert_eq!(&server.clusters()[..4], &[0, 0, 1, 1]);
+        let recorded: Vec<(usize, usize)> = next.clusters.clone().into_iter().collect();
+        assert_eq!(recorded, [(0, 0), (1, 0), (2, 1), (3, 1)]);
         assert_eq!(next.model, vec![2.0, 0.05]);
         let global: Arc<[f32]> = next.model.clone().into();
         let sent = |client| server.downlink_to(client, &global).unwrap().model.to_vec();

@@ -7,10 +7,13 @@
 //!
 //! **From the paper to the simulator.** The cluster models start from `k` draws of the model's
 //! own initialisation (the first is the run's initial global model), as the paper starts them
-//! at random. The model the records evaluate on the test set is the first cluster's, and each
-//! round's `strategy` metrics count the clients that chose each cluster (`cluster_0`, ...). A
-//! client's `k` measurements are not charged to the simulated clock. With one cluster nothing
-//! is measured or sent beside the model, and IFCA is FedAvg to the bit.
+//! at random. The model the records evaluate on the test set is the first cluster's; each
+//! client is scored on its own test samples with the model it picks as it would to train (the
+//! one of lowest loss on its training samples). Each round's `strategy` metrics count the
+//! clients that chose each cluster (`cluster_0`, ...) and its `clusters` say which each chose.
+//! A client's `k` measurements are charged to the simulated clock, a pass over its samples
+//! each, as a probe is. With one cluster nothing is measured or sent beside the model, and
+//! IFCA is FedAvg to the bit.
 
 use std::sync::Arc;
 
@@ -65,8 +68,10 @@ impl Algorithm for Ifca {
         Box::new(IfcaServer { models })
     }
 
-    fn client(&self, _params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
-        Arc::new(IfcaClient)
+    fn client(&self, params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
+        Arc::new(IfcaClient {
+            clusters: params.clusters,
+        })
     }
 
     /// One cluster is FedAvg's one model.
@@ -128,6 +133,13 @@ impl Strategy for IfcaServer {
         self.models[0] = global.into();
         let updates = input.updates();
         let mut aggregate = Aggregate::model(Vec::new());
+        // With one cluster there is nothing to choose, and the records are FedAvg's.
+        let choosing = self.models.len() > 1;
+        for update in updates.iter().filter(|_| choosing) {
+            for &client in &update.clients {
+                aggregate = aggregate.with_cluster(client, self.chosen(update));
+            }
+        }
         for cluster in 0..self.models.len() {
             let chose: Vec<&Update> = updates
                 .iter()
@@ -172,9 +184,20 @@ impl Strategy for IfcaServer {
 
 /// The client half: trains the cluster model of lowest loss on its data, and says which.
 #[derive(Debug, Clone, Copy)]
-pub struct IfcaClient;
+pub struct IfcaClient {
+    /// The cluster models sent down.
+    pub clusters: usize,
+}
 
 impl ClientAlgorithm for IfcaClient {
+    /// One loss per cluster model; with one, nothing to choose and nothing measured.
+    fn measuring_passes(&self) -> u32 {
+        match self.clusters {
+            1 => 0,
+            k => k as u32,
+        }
+    }
+
     fn start_from(
         &self,
         view: &ClientView<'_>,
@@ -235,6 +258,10 @@ mod tests {
             ),
             (2.0, 1.0, 0.0)
         );
+        assert_eq!(
+            next.clusters.into_iter().collect::<Vec<_>>(),
+            [(0, 0), (1, 0), (2, 1)]
+        );
         let mut restored = server(vec![vec![0.0], vec![0.0], vec![0.0]]);
         restored.restore(&ifca.state()).unwrap();
         assert_eq!(restored.state(), ifca.state());
@@ -253,7 +280,7 @@ mod tests {
             lr: 0.1,
         };
         // The loss is the distance to 3.
-        let start = IfcaClient
+        let start = IfcaClient { clusters: 2 }
             .start_from(&view, &mut |model| f64::from((model[0] - 3.0).abs()))
             .unwrap();
         assert_eq!(start.model, vec![3.0]);
@@ -262,6 +289,6 @@ mod tests {
             downlink: &Tensors::new(),
             ..view
         };
-        assert!(IfcaClient.start_from(&alone, &mut |_| 0.0).is_none());
+        assert!(IfcaClient { clusters: 1 }.start_from(&alone, &mut |_| 0.0).is_none());
     }
 }

@@ -321,6 +321,9 @@ pub struct Aggregate {
     pub model: Vec<f32>,
     /// Named numbers for the round's line of `metrics.jsonl`.
     pub metrics: BTreeMap<String, f64>,
+    /// For a clustered algorithm, the cluster each of the round's clients is in after the
+    /// round (`clusters` in `metrics.jsonl`); empty for the others.
+    pub clusters: BTreeMap<ClientId, usize>,
 }
 
 impl Aggregate {
@@ -329,12 +332,19 @@ impl Aggregate {
         Self {
             model,
             metrics: BTreeMap::new(),
+            clusters: BTreeMap::new(),
         }
     }
 
     /// This aggregate with the metric `name` set to `value`.
     pub fn with(mut self, name: &str, value: f64) -> Self {
         self.metrics.insert(name.to_string(), value);
+        self
+    }
+
+    /// This aggregate with `client` recorded as in `cluster`.
+    pub fn with_cluster(mut self, client: ClientId, cluster: usize) -> Self {
+        self.clusters.insert(client, cluster);
         self
     }
 }
@@ -608,10 +618,19 @@ pub trait ClientAlgorithm: Send + Sync {
         false
     }
 
+    /// The passes over its training data a client makes before it trains, measuring losses:
+    /// one for [`ClientAlgorithm::needs_loss_at_global`], and one for each model that
+    /// [`ClientAlgorithm::start_from`] measures. The simulated clock charges each pass as it
+    /// charges a probe, the client's samples at its speed.
+    fn measuring_passes(&self) -> u32 {
+        u32::from(self.needs_loss_at_global())
+    }
+
     /// The model local training starts from, where the client chooses it (IFCA: the cluster
     /// model of lowest loss among those sent down): `loss_of` measures a model's mean loss
     /// over the client's training data. `None` (the default) starts from the model sent,
-    /// measuring nothing. The measurements are not charged to the simulated clock.
+    /// measuring nothing. Count the measurements in [`ClientAlgorithm::measuring_passes`], for
+    /// the simulated clock.
     fn start_from(
         &self,
         _view: &ClientView<'_>,

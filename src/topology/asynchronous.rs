@@ -38,7 +38,7 @@ use crate::network::{ClientId, ClientInfo, DropReason, Dropped, Message, Update}
 use crate::output::{RoundRecord, StalenessRecord, TierTraffic};
 use crate::seed::{Purpose, stream};
 use crate::strategy::selection::misfit;
-use crate::strategy::{Arrival, AsyncStrategy, Candidates};
+use crate::strategy::{Aggregate, Arrival, AsyncStrategy, Candidates};
 
 use super::FederationError;
 use super::clock::Clock;
@@ -201,7 +201,10 @@ impl Server {
                     let flight = loop_state.in_flight.remove(&client).expect("in flight");
                     self.now = at;
                     let stepped = self.apply(&mut loop_state, flight, &mut so_far)?;
-                    if let Some(metrics) = stepped {
+                    if let Some(Aggregate {
+                        metrics, clusters, ..
+                    }) = stepped
+                    {
                         let record = RoundRecord {
                             round: loop_state.steps,
                             clients: std::mem::take(&mut so_far.clients),
@@ -213,6 +216,7 @@ impl Server {
                             test_class_accuracy: Vec::new(),
                             client_accuracy: None,
                             strategy: metrics,
+                            clusters,
                             traffic: std::mem::take(&mut so_far.traffic),
                             sim_round_s: self.now - step_began,
                             sim_time_s: self.now,
@@ -233,13 +237,13 @@ impl Server {
     }
 
     /// Handles one answer at `self.now`: an update goes to the strategy (and may make a step,
-    /// whose metrics are returned), a drop or failure is noted.
+    /// whose aggregate is returned, its model taken as the global one), a drop or failure is noted.
     fn apply(
         &mut self,
         steps: &mut Steps<'_>,
         flight: Flight,
         so_far: &mut StepSoFar,
-    ) -> Result<Option<std::collections::BTreeMap<String, f64>>, FederationError> {
+    ) -> Result<Option<Aggregate>, FederationError> {
         let (_, answer, bytes) = flight.answer.expect("an answered flight");
         so_far.count(bytes, false);
         let update = match answer {
@@ -288,10 +292,10 @@ impl Server {
             staleness,
         };
         let stepped = self.async_strategy().receive(&steps.global, arrival);
-        Ok(stepped.map(|aggregate| {
+        Ok(stepped.map(|mut aggregate| {
             steps.steps += 1;
-            steps.global = aggregate.model.into();
-            aggregate.metrics
+            steps.global = std::mem::take(&mut aggregate.model).into();
+            aggregate
         }))
     }
 

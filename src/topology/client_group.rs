@@ -2,8 +2,9 @@
 //! sends each update back up as soon as it is ready.
 //!
 //! On the simulated clock a client starts when its downlink arrives, trains for
-//! `samples processed / speed` seconds (its work in the round, see [`WorkPlan`]), then
-//! uploads. A client that draws a dropout for the round answers at once with `Dropped`
+//! `samples processed / speed` seconds (its work in the round, see [`WorkPlan`]), after one
+//! pass over its samples for each loss its algorithm measures first (IFCA's cluster models,
+//! q-FFL's global model), then uploads. A client that draws a dropout for the round answers at once with `Dropped`
 //! instead of training, and so does one that is offline when its downlink arrives or goes
 //! offline before its training would end (at that moment, reason `offline`).
 //!
@@ -41,6 +42,9 @@ pub struct ClientConditions {
     pub speeds: Arc<Vec<f64>>,
     /// When each client is online.
     pub availability: Arc<Availability>,
+    /// Passes over its samples each client makes before training, measuring losses
+    /// ([`crate::strategy::ClientAlgorithm::measuring_passes`]).
+    pub measuring_passes: u32,
 }
 
 impl ClientConditions {
@@ -53,6 +57,7 @@ impl ClientConditions {
             work: WorkPlan::fixed(1, 32),
             speeds: Arc::new(vec![f64::INFINITY; num_clients]),
             availability: Arc::new(Availability::always()),
+            measuring_passes: 0,
         }
     }
 }
@@ -101,11 +106,13 @@ impl ClientConditions {
     }
 
     /// The SGD steps `client` takes on the model of (round, edge round) `rounds`, and the
-    /// simulated seconds they take at its speed.
+    /// simulated seconds its local work takes at its speed: the steps, after its measuring
+    /// passes (each as long as a probe).
     pub fn training(&self, rounds: (u32, u32), client: ClientInfo) -> (u32, f64) {
         let speed = self.speeds[client.id];
         let work = self.work.work(rounds, client.id, client.num_samples, speed);
-        (work.steps, work.samples as f64 / speed)
+        let measured = self.measuring_passes as usize * client.num_samples;
+        (work.steps, (work.samples + measured) as f64 / speed)
     }
 }
 
@@ -360,4 +367,27 @@ pub fn drops_out(seed: u64, dropout: f64, round: u32, edge_round: u32, client: C
     let purpose = Purpose::DROPOUT.at_edge_round(edge_round);
     let mut rng = stream(seed, purpose, round, client as u32);
     rng.random::<f64>() < dropout
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_that_measures_losses_first_takes_a_probes_time_for_each() {
+        let mut conditions = ClientConditions {
+            speeds: Arc::new(vec![100.0; 2]),
+            ..ClientConditions::instant(2)
+        };
+        let client = ClientInfo {
+            id: 1,
+            num_samples: 50,
+        };
+        let (steps, plain) = conditions.training((1, 0), client);
+        assert_eq!((steps, plain), (2, 0.5));
+        conditions.measuring_passes = 3;
+        let (measuring_steps, measuring) = conditions.training((1, 0), client);
+        assert_eq!(measuring_steps, steps);
+        assert_eq!(measuring - plain, 3.0 * conditions.probe_seconds(client));
+    }
 }

@@ -48,6 +48,23 @@ pub enum ServerMode {
 }
 
 impl ServerMode {
+    /// What `client` would be sent with the global model `global`: its own model and tensors
+    /// where the server half sends it its own, else the broadcast.
+    pub(super) fn sent_to(&self, client: ClientId, global: &Arc<[f32]>) -> Sent {
+        match self {
+            ServerMode::Rounds { strategy, .. } => strategy
+                .downlink_to(client, global)
+                .unwrap_or_else(|| Sent {
+                    model: global.clone(),
+                    extras: strategy.downlink(),
+                }),
+            ServerMode::Asynchronous { strategy, .. } => Sent {
+                model: global.clone(),
+                extras: strategy.downlink(),
+            },
+        }
+    }
+
     /// What the server half remembers, for checkpoints.
     pub(super) fn strategy_state(&self) -> Tensors {
         match self {
@@ -354,8 +371,8 @@ impl Server {
         self.now = collected.finished;
         self.remember(round, roster, &collected.heard);
         let train_loss = collected.updates.train_loss();
-        let (global, metrics): (Arc<[f32]>, _) = if collected.updates.is_empty() {
-            (global, Default::default())
+        let (global, metrics, clusters): (Arc<[f32]>, _, _) = if collected.updates.is_empty() {
+            (global, Default::default(), Default::default())
         } else {
             let context = Round {
                 number: round,
@@ -363,7 +380,11 @@ impl Server {
                 sampled: &sampled,
             };
             let aggregate = self.aggregate(&context, &global, collected.updates);
-            (aggregate.model.into(), aggregate.metrics)
+            (
+                aggregate.model.into(),
+                aggregate.metrics,
+                aggregate.clusters,
+            )
         };
         let record = RoundRecord {
             round,
@@ -376,6 +397,7 @@ impl Server {
             test_class_accuracy: Vec::new(),
             client_accuracy: None,
             strategy: metrics,
+            clusters,
             traffic: self.traffic.since(&traffic_before),
             sim_round_s: self.now - round_start,
             sim_time_s: self.now,
@@ -549,7 +571,7 @@ impl Server {
     pub(super) fn evaluated(
         &self,
         mut record: RoundRecord,
-        global: &[f32],
+        global: &Arc<[f32]>,
         began: f64,
     ) -> RoundRecord {
         let rounds = self.setup.rounds;
@@ -562,7 +584,8 @@ impl Server {
             return record;
         };
         let evaluation = plan.evaluator.test(global);
-        record.client_accuracy = plan.evaluator.clients(global);
+        let sent = |client| self.setup.mode.sent_to(client, global);
+        record.client_accuracy = plan.evaluator.clients(record.round + 1, &sent);
         record.test_accuracy = Some(evaluation.accuracy);
         record.test_loss = Some(evaluation.loss);
         record.test_class_accuracy = evaluation.class_accuracy;

@@ -10,11 +10,14 @@ use rayon::prelude::*;
 use super::ModelEvaluator;
 use crate::backend::BackendKind;
 use crate::data::Dataset;
+use crate::data::partition::Partition;
 use crate::local::LocalData;
 use crate::local::batch::{Altered, batch};
 use crate::model::{Net, flat};
+use crate::network::ClientId;
 use crate::output::{ClientAccuracy, Evaluation};
 use crate::registry::ModelChoice;
+use crate::strategy::{ClientAlgorithm, ClientView, Sent, Start};
 
 /// Evaluates the model `params` (of architecture `model`) on all of `data`, `batch_size`
 /// samples per forward pass. Batches run in parallel on the current rayon pool, each thread
@@ -109,6 +112,23 @@ pub struct ClientTests {
     pub held_out: Arc<Vec<Vec<usize>>>,
 }
 
+/// What a client half needs to pick the model a client starts from
+/// ([`ClientAlgorithm::start_from`]: IFCA measures each cluster model on the client's
+/// training samples), so that each client is scored with that model.
+#[derive(Clone)]
+pub struct ClientStarts {
+    /// The client half.
+    pub algorithm: Arc<dyn ClientAlgorithm>,
+    /// The training set.
+    pub data: Arc<Dataset>,
+    /// The samples each client trains on.
+    pub training: Arc<Partition>,
+    /// The learning rate a client is told.
+    pub lr: f64,
+    /// Samples per forward pass when measuring a loss.
+    pub batch_size: usize,
+}
+
 /// Scores the server's global model on burn: on the test set, and on every client's own test
 /// samples where there are any.
 pub struct TestEvaluator {
@@ -120,8 +140,9 @@ pub struct TestEvaluator {
     pub model: ModelChoice,
     /// The backend that evaluates.
     pub backend: BackendKind,
-    /// Each client's test samples, to evaluate on every client too.
-    pub clients: Option<ClientTests>,
+    /// Each client's test samples, to evaluate on every client too, and what picks the model
+    /// each client is scored with.
+    pub clients: Option<(ClientTests, ClientStarts)>,
 }
 
 impl ModelEvaluator for TestEvaluator {
@@ -136,24 +157,125 @@ impl ModelEvaluator for TestEvaluator {
         )
     }
 
-    fn clients(&self, params: &[f32]) -> Option<ClientAccuracy> {
-        let tests = self.clients.as_ref()?;
+    fn clients(&self, round: u32, sent: &dyn Fn(ClientId) -> Sent) -> Option<ClientAccuracy> {
+        let (tests, starts) = self.clients.as_ref()?;
         let device = self.backend.device();
-        let per_client: Vec<&[usize]> = tests
-            .held_out
-            .iter()
-            .filter(|h| !h.is_empty())
-            .map(Vec::as_slice)
+        let clients: Vec<ClientId> = (0..tests.held_out.len())
+            .filter(|&client| !tests.held_out[client].is_empty())
             .collect();
-        let accuracies = client_accuracies(
-            &self.model,
-            params,
-            &tests.data,
-            &per_client,
-            self.batch_size,
-            &device,
-        );
+        let models = self.models_of(&clients, round, sent, starts, &device);
+        // Each distinct model scores the clients that use it, in client order.
+        let mut accuracies = vec![0.0; clients.len()];
+        for (model, users) in distinct(&models) {
+            let per_client: Vec<&[usize]> = users
+                .iter()
+                .map(|&at| tests.held_out[clients[at]].as_slice())
+                .collect();
+            let scores = client_accuracies(
+                &self.model,
+                &model,
+                &tests.data,
+                &per_client,
+                self.batch_size,
+                &device,
+            );
+            for (at, score) in users.into_iter().zip(scores) {
+                accuracies[at] = score;
+            }
+        }
         ClientAccuracy::of(&accuracies)
+    }
+}
+
+impl TestEvaluator {
+    /// The model each of `clients` would train from in `round` when sent `sent(client)`:
+    /// what its client half picks ([`chosen_start`]), else the model sent. Clients are
+    /// measured in parallel, each alone, so the models do not depend on the thread count.
+    fn models_of(
+        &self,
+        clients: &[ClientId],
+        round: u32,
+        sent: &dyn Fn(ClientId) -> Sent,
+        starts: &ClientStarts,
+        device: &Device,
+    ) -> Vec<Arc<[f32]>> {
+        let sent: Vec<Sent> = clients.iter().map(|&client| sent(client)).collect();
+        let new_net = || self.model.build(starts.data.shape(), device);
+        clients
+            .par_iter()
+            .zip(&sent)
+            .map_init(
+                || None,
+                |net: &mut Option<Net>, (&client, sent)| {
+                    let view = ClientView {
+                        round,
+                        client,
+                        global: &sent.model,
+                        downlink: &sent.extras,
+                        lr: starts.lr,
+                    };
+                    let local = LocalData {
+                        data: &starts.data,
+                        indices: &starts.training.clients[client],
+                        flip_labels: false,
+                    };
+                    let scratch = net.take().unwrap_or_else(new_net);
+                    let algorithm = starts.algorithm.as_ref();
+                    let (back, start) =
+                        chosen_start(algorithm, scratch, &view, local, starts.batch_size, device);
+                    *net = Some(back);
+                    start.map_or_else(|| sent.model.clone(), |start| start.model.into())
+                },
+            )
+            .collect()
+    }
+}
+
+/// The distinct models among `models` (equal to the bit), each with the positions that hold
+/// it, in order of first appearance.
+fn distinct(models: &[Arc<[f32]>]) -> Vec<(Arc<[f32]>, Vec<usize>)> {
+    let same = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .map(|v| v.to_bits())
+            .eq(b.iter().map(|v| v.to_bits()))
+    };
+    let mut found: Vec<(Arc<[f32]>, Vec<usize>)> = Vec::new();
+    for (at, model) in models.iter().enumerate() {
+        match found
+            .iter_mut()
+            .find(|(seen, _)| Arc::ptr_eq(seen, model) || same(seen, model))
+        {
+            Some((_, users)) => users.push(at),
+            None => found.push((model.clone(), vec![at])),
+        }
+    }
+    found
+}
+
+/// `net` (loaded with the model sent) ready to train: loaded with the model the client
+/// half chooses to start from where it chooses one, with that choice.
+pub fn chosen_start(
+    algorithm: &dyn ClientAlgorithm,
+    net: Net,
+    view: &ClientView<'_>,
+    local: LocalData<'_>,
+    batch_size: usize,
+    device: &Device,
+) -> (Net, Option<Start>) {
+    let (mut held, mut measured) = (Some(net), false);
+    let mut loss_of = |params: &[f32]| {
+        let net = flat::load(held.take().expect("the net is back"), params);
+        let loss = mean_loss(&net, local, batch_size, device);
+        (held, measured) = (Some(net), true);
+        loss
+    };
+    let start = algorithm.start_from(view, &mut loss_of);
+    let net = held.expect("the net is back");
+    match start {
+        Some(start) => (flat::load(net, &start.model), Some(start)),
+        // Measuring left another model in the net.
+        None if measured => (flat::load(net, view.global), None),
+        None => (net, None),
     }
 }
 
@@ -228,6 +350,7 @@ mod tests {
     use crate::config::ModelConfig;
     use crate::data::{DataShape, SampleShape};
     use crate::model::flat::initial_params;
+    use crate::network::Tensors;
     use crate::registry::Registry;
     use crate::seed::{Purpose, stream};
 
@@ -260,5 +383,97 @@ mod tests {
             let whole = net.forward(images);
             assert_eq!(chunked.into_data(), whole.into_data(), "{name}");
         }
+    }
+
+    #[test]
+    fn each_client_is_scored_with_the_model_it_would_train_from() {
+        let data = Arc::new(images());
+        let registry = Registry::builtin();
+        let model = registry
+            .choose_model(&ModelConfig::named("mlp"), None)
+            .unwrap();
+        let layout = model.layout(data.shape()).unwrap();
+        let draw = |seed| -> Arc<[f32]> {
+            initial_params(&layout, &mut stream(seed, Purpose::MODEL_INIT, 0, 0)).into()
+        };
+        let (a, b) = (draw(1), draw(2));
+        let shares: Vec<Vec<usize>> = (0..5).map(|c| (c * 50..c * 50 + 50).collect()).collect();
+        let tests = ClientTests {
+            data: data.clone(),
+            held_out: Arc::new(shares.clone()),
+        };
+        let starts = |algorithm: Arc<dyn ClientAlgorithm>| ClientStarts {
+            algorithm,
+            data: data.clone(),
+            training: Arc::new(Partition {
+                clients: shares.clone(),
+            }),
+            lr: 0.1,
+            batch_size: 32,
+        };
+        let evaluator = |algorithm| TestEvaluator {
+            test_data: data.clone(),
+            batch_size: 64,
+            model: model.clone(),
+            backend: BackendKind::Flex,
+            clients: Some((tests.clone(), starts(algorithm))),
+        };
+        let device = BackendKind::Flex.device();
+        let accuracy_of = |models: &[&Arc<[f32]>]| {
+            let accuracies: Vec<f64> = (0..5)
+                .map(|c| {
+                    let only = [shares[c].as_slice()];
+                    client_accuracies(&model, models[c], &data, &only, 64, &device)[0]
+                })
+                .collect();
+            ClientAccuracy::of(&accuracies)
+        };
+
+        // Sent its own model: even clients `a`, odd clients `b`.
+        let own = |client: ClientId| Sent {
+            model: if client.is_multiple_of(2) {
+                a.clone()
+            } else {
+                b.clone()
+            },
+            extras: Tensors::new(),
+        };
+        let plain = evaluator(Arc::new(crate::strategy::PlainClient));
+        let scored = plain.clients(1, &own);
+        assert_eq!(scored, accuracy_of(&[&a, &b, &a, &b, &a]));
+        assert_ne!(scored, accuracy_of(&[&a; 5]));
+
+        // Sent both, it picks the one of lower loss on its training samples, as IFCA's does.
+        let both = |_| Sent {
+            model: a.clone(),
+            extras: Tensors::new().with("cluster_1", b.to_vec()),
+        };
+        let ifca = evaluator(Arc::new(crate::strategy::IfcaClient { clusters: 2 }));
+        let clients: Vec<ClientId> = (0..5).collect();
+        let picked = ifca.models_of(
+            &clients,
+            1,
+            &both,
+            &starts(Arc::new(crate::strategy::IfcaClient { clusters: 2 })),
+            &device,
+        );
+        let net = |params: &[f32]| flat::load(model.build(data.shape(), &device), params);
+        let (net_a, net_b) = (net(&a), net(&b));
+        let mut expected = Vec::new();
+        for (client, picked) in picked.iter().enumerate() {
+            let local = LocalData {
+                data: &data,
+                indices: &shares[client],
+                flip_labels: false,
+            };
+            let losses = (
+                mean_loss(&net_a, local, 32, &device),
+                mean_loss(&net_b, local, 32, &device),
+            );
+            let lower = if losses.1 < losses.0 { &b } else { &a };
+            assert_eq!(picked, lower, "client {client}");
+            expected.push(lower);
+        }
+        assert_eq!(ifca.clients(1, &both), accuracy_of(&expected));
     }
 }

@@ -8,7 +8,9 @@ pub mod evaluate;
 pub mod pool;
 
 pub use echo::{Answer, EchoTrainer};
-pub use evaluate::{ClientTests, TestEvaluator, client_accuracies, evaluate, mean_loss};
+pub use evaluate::{
+    ClientStarts, ClientTests, TestEvaluator, client_accuracies, evaluate, mean_loss,
+};
 pub use pool::{Trainer, TrainerSetup};
 
 use std::cmp::Reverse;
@@ -20,6 +22,7 @@ use crate::config::{FaultConfig, FaultKind};
 use crate::local::TrainError;
 use crate::network::{ClientId, Tensors, Update};
 use crate::output::{ClientAccuracy, Evaluation};
+use crate::strategy::Sent;
 
 /// One client's work in one round (or one edge round of it).
 #[derive(Debug, Clone)]
@@ -57,8 +60,10 @@ pub trait ModelEvaluator: Send {
     /// The model's accuracy and loss on the test set.
     fn test(&self, params: &[f32]) -> Evaluation;
 
-    /// The spread of its accuracy over the clients' own test samples, if they hold any.
-    fn clients(&self, params: &[f32]) -> Option<ClientAccuracy>;
+    /// The spread of accuracy over the clients' own test samples, if they hold any: each
+    /// client scored with the model it would train from in `round` if it were sent
+    /// `sent(client)` (the global model, its cluster's, or the one it picks from several).
+    fn clients(&self, round: u32, sent: &dyn Fn(ClientId) -> Sent) -> Option<ClientAccuracy>;
 }
 
 /// What a client group hands its clients' work to. [`Trainer`] trains them on burn;
