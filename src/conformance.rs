@@ -77,10 +77,18 @@ pub fn check(
     check_with(registry, algorithm, &serde_json::Map::new(), scratch)
 }
 
+/// The first 12 hex digits of the SHA-256 of `params` as JSON: a folder name per parameter set.
+fn params_digest(params: &serde_json::Map<String, Value>) -> String {
+    use sha2::{Digest, Sha256};
+    let json = Value::Object(params.clone()).to_string();
+    hex::encode(Sha256::digest(json.as_bytes()))[..12].to_string()
+}
+
 /// Like [`check`], with the parameters in `params` (as the experiment file's `strategy`
 /// section holds them beside the name): what an algorithm does only away from its defaults (a
 /// split that needs a threshold crossed) is checked too. The runs go under `scratch`, in a
-/// folder of their own, emptied first.
+/// folder named for the algorithm and a digest of `params`, emptied first, so that checks of
+/// other parameters may share `scratch` and run at once (as cargo runs tests).
 pub fn check_with(
     registry: &Registry,
     algorithm: &str,
@@ -91,7 +99,7 @@ pub fn check_with(
     strategy.insert("name".into(), Value::String(algorithm.to_string()));
     let folder = match params.is_empty() {
         true => algorithm.to_string(),
-        false => format!("{algorithm}-with-params"),
+        false => format!("{algorithm}-with-{}", params_digest(params)),
     };
     let kit = Kit {
         registry,

@@ -16,6 +16,12 @@
 //! - **Models** ([`crate::model`]): an [`Architecture`] builds a [`Network`].
 //! - **Data** ([`crate::data`]): a [`DataSource`] loads a data set; a [`Partitioner`] splits it
 //!   among clients.
+//!
+//! The crates the traits are written in are here too, at the versions fedsim is built with:
+//! [`burn`] (a client half's tensors), [`rand`] and [`rand_distr`] (draws from a seeded
+//! stream: `use fedsim::plugin::rand::RngExt;`, `rand_distr::Normal`), [`serde_json`] (the
+//! parameters the conformance kit's `check_with` takes). Naming them through this module, rather
+//! than as dependencies of one's own, keeps their types fedsim's.
 
 pub use crate::config::check::Problems;
 pub use crate::conformance;
@@ -23,6 +29,7 @@ pub use crate::data::{
     ClientSplit, DataContext, DataShape, DataSource, Partitioner, SampleKind, SampleShape,
     SplitContext, SplitInput, TrainTest,
 };
+pub use crate::local::burn;
 pub use crate::local::{Batch, LocalTraining, Objective, TrainError, TrainedNet};
 pub use crate::model::{Architecture, Input, Net, Network, Outputs, ParamKind, ParamSite};
 pub use crate::network::{ClientId, ClientInfo, StateError, Tensors, Update};
@@ -34,4 +41,7 @@ pub use crate::strategy::{
     Collected, EdgeAggregation, FedAvgServer, Fold, Folded, FreshModels, NoParams, Reads,
     Reduction, Round, Selector, Sent, Setting, Start, Strategy, Sum, Totals, Trained, Weighting,
 };
+pub use rand;
 pub use rand_chacha::ChaCha12Rng;
+pub use rand_distr;
+pub use serde_json;

@@ -17,6 +17,9 @@ mod optimizer;
 pub(crate) mod session;
 mod standard;
 
+/// burn, at the version and with the features fedsim is built with, for a client half that
+/// computes on tensors: a plug-in that names `fedsim::plugin::burn` cannot pull in another.
+pub use burn;
 pub use objective::Objective;
 pub use session::{Batch, LocalTraining, TrainedNet};
 pub use standard::train_on_objective;

@@ -131,8 +131,11 @@ impl<'a> LocalTraining<'a> {
         self.loss_fn.forward(logits, labels)
     }
 
-    /// Records the loss of the last batch handed out, for the mean loss the client reports;
-    /// fails with [`TrainError::Diverged`] if it is not finite.
+    /// Records the loss of the last batch handed out, for the mean loss the client reports
+    /// (`train_loss` in the records); fails with [`TrainError::Diverged`] if it is not finite.
+    /// Record the whole loss the step minimises: fedsim's loop records the cross-entropy (its
+    /// other terms act on the gradient, not the loss), MOON's the cross-entropy plus its
+    /// contrastive term.
     pub fn record_loss(&mut self, loss: &Tensor<1>) -> Result<(), TrainError> {
         let value = f64::from(loss.clone().into_scalar::<f32>());
         if !value.is_finite() {

@@ -289,6 +289,10 @@ mod tests {
             downlink: &Tensors::new(),
             ..view
         };
-        assert!(IfcaClient { clusters: 1 }.start_from(&alone, &mut |_| 0.0).is_none());
+        assert!(
+            IfcaClient { clusters: 1 }
+                .start_from(&alone, &mut |_| 0.0)
+                .is_none()
+        );
     }
 }

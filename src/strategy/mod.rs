@@ -94,7 +94,8 @@ pub trait Algorithm: Send + Sync + 'static {
     /// of them out and a misspelt one is named.
     type Params: Serialize + DeserializeOwned + Default + Clone + Send + Sync + 'static;
 
-    /// The `name` an experiment file gives: lowercase letters, digits and `_`.
+    /// The `name` an experiment file gives: lowercase letters, digits, `_` and `-`, starting
+    /// with a letter.
     fn name(&self) -> &'static str;
 
     /// The paper it follows, as `fedsim strategies` cites it.
@@ -226,7 +227,10 @@ pub struct Setting<'a> {
     /// more); `None` in rounds.
     pub concurrency: Option<usize>,
     /// Fresh models as the experiment initialises its global model, for a server half that
-    /// starts several (IFCA's clusters); `None` where only the file is read (validation).
+    /// starts several (IFCA's clusters). `Some` whenever fedsim builds a server half to run
+    /// it; `None` in the setting handed to `check` and `client`, and when the registry asks
+    /// whether [`Algorithm::asynchronous`] has a half at all (a one-client setting whose half
+    /// is dropped unused).
     pub fresh_models: Option<&'a dyn FreshModels>,
 }
 
@@ -451,7 +455,11 @@ pub trait Strategy: Send {
     }
 
     /// The next global model from the current one and this round's updates (at least one),
-    /// read as [`Strategy::reads`] asks, with the round's metrics.
+    /// read as [`Strategy::reads`] asks, with the round's metrics. `global` is the model the
+    /// last call returned (the initial model before the first round, the checkpoint's after a
+    /// resume); it is the one the records evaluate on the test set, so a server half that
+    /// keeps several models (IFCA's clusters) returns one of them, the same one each round,
+    /// and keeps the others in its [`Strategy::state`].
     fn aggregate(&mut self, round: &Round<'_>, global: &[f32], input: Collected<'_>) -> Aggregate;
 
     /// [`Strategy::aggregate`] over `updates` (sorted by client id), folding the sums it

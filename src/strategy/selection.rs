@@ -36,7 +36,10 @@ pub struct Candidates<'a> {
     /// The simulated time, in seconds since the run started.
     pub now_s: f64,
     /// The losses of the clients probed this round on the current global model, in id order:
-    /// empty until [`Selector::probe`] has named clients and they have answered.
+    /// empty until [`Selector::probe`] has named clients and they have answered. Every client
+    /// named answers (a probe ignores the round's dropout draw) except one whose measurement
+    /// failed where failures are skipped (`on_client_failure`), so it may hold fewer clients
+    /// than were named, never others; a selector still owes `wanted` clients.
     pub probed: &'a [(ClientId, f64)],
 }
 

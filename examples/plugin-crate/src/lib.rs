@@ -1,19 +1,18 @@
 //! An algorithm of your own, registered beside fedsim's built-ins: FedAvg with a server step
 //! size, `x ← x + η (ȳ - x)` (`ȳ` the clients' sample-weighted mean), as Reddi et al. 2021
 //! ("Adaptive Federated Optimization") write FedAvg's server step. Rename it and change the
-//! server half to make it yours; `fedsim::strategy` has the traits, `fedsim::strategy::vector`
-//! the arithmetic on flat models.
+//! server half to make it yours; `fedsim::plugin` has everything a plug-in uses (the traits,
+//! `vector`'s arithmetic on flat models, the conformance kit, and burn and rand at fedsim's
+//! versions).
 //!
 //! The crate is a library (this file: the algorithm and [`registry`]) and a program
 //! (`src/main.rs`: fedsim's command line over that registry), so that its own tests
 //! (`tests/conformance.rs`) reach the registry as the program does.
 
-use fedsim::config::check::Problems;
-use fedsim::registry::Registry;
-use fedsim::strategy::vector::combination;
-use fedsim::strategy::{
-    Aggregate, Algorithm, Collected, EdgeAggregation, Reads, Round, Setting, Strategy, Sum,
-    Weighting,
+use fedsim::plugin::vector::combination;
+use fedsim::plugin::{
+    Aggregate, Algorithm, Collected, EdgeAggregation, Problems, Reads, Registry, Round, Setting,
+    Strategy, Sum, Weighting,
 };
 use serde::{Deserialize, Serialize};
 
