@@ -48,7 +48,7 @@
 
 pub mod availability;
 pub mod backend;
-pub mod byzantine;
+pub(crate) mod byzantine;
 pub mod checkpoint;
 pub mod cli;
 #[cfg(feature = "mpi")]
@@ -57,8 +57,8 @@ pub mod config;
 pub mod conformance;
 pub mod connect;
 pub mod data;
-pub mod error;
-pub mod experiment;
+pub(crate) mod error;
+pub(crate) mod experiment;
 pub mod history;
 pub mod local;
 pub mod model;
@@ -66,7 +66,7 @@ pub mod network;
 pub mod output;
 pub mod plugin;
 pub mod registry;
-pub mod report;
+pub(crate) mod report;
 pub mod seed;
 pub mod states;
 pub mod stop;

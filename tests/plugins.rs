@@ -351,6 +351,23 @@ fn cargo_in(crate_dir: &Path, command: &str) {
 }
 
 #[test]
+fn the_template_algorithm_and_its_test_name_fedsim_only_through_the_plugin_module() {
+    // `origin!`, a macro, is at the crate's root, as every exported macro is.
+    for file in ["src/lib.rs", "tests/conformance.rs"] {
+        let text = fs::read_to_string(root().join("examples/plugin-crate").join(file)).unwrap();
+        let code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+        for line in code.filter(|l| l.contains("fedsim::")) {
+            let uses = line.matches("fedsim::").count() - line.matches("fedsim::origin!").count();
+            assert_eq!(
+                line.matches("fedsim::plugin::").count(),
+                uses,
+                "{file}: {line}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_crate_made_from_the_template_builds_outside_the_repository_and_runs_its_algorithm() {
     let dir = tempfile::tempdir().unwrap();
     let crate_dir = outside_crate(dir.path());

@@ -42,8 +42,6 @@ pub struct Written {
     pub rows: Vec<Row>,
     /// Runs used.
     pub runs: usize,
-    /// The files written.
-    pub files: Vec<PathBuf>,
     /// Runs or charts left out, and why.
     pub left_out: Vec<String>,
     /// The runs that failed, with their errors.
@@ -117,7 +115,6 @@ pub fn write_report(
     Ok(Written {
         rows,
         runs: run_count,
-        files: report.files,
         left_out,
         failed,
     })

@@ -4,8 +4,9 @@
 #[test]
 fn the_algorithm_keeps_fedsims_promises() {
     let scratch = std::env::temp_dir().join("my-fl-algorithm-conformance");
-    let passed = fedsim::conformance::check(&my_fl_algorithm::registry(), "server_step", &scratch)
-        .unwrap_or_else(|breach| panic!("{breach}"));
+    let passed =
+        fedsim::plugin::conformance::check(&my_fl_algorithm::registry(), "server_step", &scratch)
+            .unwrap_or_else(|breach| panic!("{breach}"));
     assert!(
         passed.contains(&"a stopped run resumes to the same bits"),
         "{passed:?}"
