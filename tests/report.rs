@@ -21,8 +21,8 @@ fn config(sets: &[&str]) -> Value {
     serde_json::to_value(config).unwrap()
 }
 
-/// One round's record: its accuracy, simulated end time, upward server bytes, and (for the
-/// last round of some runs) the worst tenth of the clients' accuracy.
+/// One round's record: its accuracy, simulated end time, upward server bytes, and (for
+/// FedAvg's runs) the worst tenth of the clients' accuracy.
 fn record(round: u32, accuracy: f64, sim_time_s: f64, bytes_up: u64, worst: Option<f64>) -> Value {
     let mut record = json!({
         "round": round, "clients": [1, 2], "dropped": [], "train_loss": 1.0 / f64::from(round),
@@ -63,9 +63,14 @@ fn write_sweep_folder(out: &Path) {
     for (seed, accuracies, step, bytes_up, worst) in fedavg {
         let records: Vec<Value> = (1..=3)
             .map(|round| {
-                let last = (round == 3).then_some(worst);
                 let time = step * f64::from(round);
-                record(round, accuracies[round as usize - 1], time, bytes_up, last)
+                record(
+                    round,
+                    accuracies[round as usize - 1],
+                    time,
+                    bytes_up,
+                    Some(worst),
+                )
             })
             .collect();
         let seed_set = format!("seed={seed}");
@@ -188,8 +193,8 @@ fn the_table_holds_the_figures_computed_by_hand() {
     assert!(html.contains("<td>86.67 ± 7.64 [67.69, 105.64]</td>"));
     assert_eq!(
         html.matches("<svg").count(),
-        5,
-        "four curve charts and one label chart"
+        6,
+        "five curve charts (the clients' accuracy among them) and one label chart"
     );
 }
 
@@ -238,6 +243,7 @@ fn every_chart_renders_at_its_size_with_coloured_ink() {
             "accuracy-by-round.svg",
             "accuracy-by-server-bytes.svg",
             "accuracy-by-sim-time.svg",
+            "client-accuracy-by-round.svg",
             "labels-iid-100-clients-split-seed-1.svg",
             "train-loss.svg"
         ]
@@ -258,6 +264,27 @@ fn every_chart_renders_at_its_size_with_coloured_ink() {
     // A blank chart fails the same check.
     let blank = r#"<svg xmlns="http://www.w3.org/2000/svg" width="960" height="540"><rect width="960" height="540" fill="white"/></svg>"#;
     assert_eq!(render(blank).1, 0);
+}
+
+#[test]
+fn the_clients_accuracy_chart_is_drawn_only_where_runs_scored_their_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<Value> = (1..=3)
+        .map(|round| record(round, 0.5, f64::from(round), 2000, None))
+        .collect();
+    write_run(
+        &dir.path().join("fedavg_seed-1"),
+        &config(&["federation.rounds=3"]),
+        &records,
+    );
+    assert!(
+        fedsim(&["report", dir.path().to_str().unwrap()])
+            .status
+            .success()
+    );
+    let plots = dir.path().join("plots");
+    assert!(plots.join("accuracy-by-round.svg").exists());
+    assert!(!plots.join("client-accuracy-by-round.svg").exists());
 }
 
 #[test]

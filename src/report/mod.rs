@@ -151,7 +151,8 @@ struct Chart {
 }
 
 /// The curve charts: accuracy by round, by simulated time (where the clock ran) and by
-/// server bytes, and the training loss by round.
+/// server bytes, the clients' own accuracy by round (where runs scored them), and the
+/// training loss by round.
 fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportError> {
     let accuracy: fn(&RoundRecord) -> Option<f64> = |r| r.test_accuracy;
     let curves = |x: plots::XOf, y: fn(&RoundRecord) -> Option<f64>| -> Vec<Curve> {
@@ -194,6 +195,25 @@ fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportEr
         },
         curves(plots::server_megabytes, accuracy),
     ));
+    let clients: fn(&RoundRecord) -> Option<f64> = |r| r.client_accuracy.as_ref().map(|c| c.mean);
+    if configurations
+        .iter()
+        .flat_map(|c| &c.runs)
+        .any(|run| run.records.iter().any(|r| r.client_accuracy.is_some()))
+    {
+        // Where clients are sent models of their own (clustered algorithms), the test set's
+        // accuracy is that of one of them; each client's own is the method's.
+        specs.push((
+            "client-accuracy-by-round.svg",
+            Axes {
+                title: "Clients' accuracy by round (each on its own test samples)",
+                x: "round",
+                y: "mean client accuracy (%)",
+                y_scale: 100.0,
+            },
+            curves(plots::rounds, clients),
+        ));
+    }
     specs.push((
         "train-loss.svg",
         Axes {
