@@ -134,10 +134,11 @@ impl Strategy for IfcaServer {
         let updates = input.updates();
         let mut aggregate = Aggregate::model(Vec::new());
         // With one cluster there is nothing to choose, and the records are FedAvg's.
-        let choosing = self.models.len() > 1;
-        for update in updates.iter().filter(|_| choosing) {
-            for &client in &update.clients {
-                aggregate = aggregate.with_cluster(client, self.chosen(update));
+        if self.models.len() > 1 {
+            for update in updates {
+                for &client in &update.clients {
+                    aggregate = aggregate.with_cluster(client, self.chosen(update));
+                }
             }
         }
         for cluster in 0..self.models.len() {

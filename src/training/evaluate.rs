@@ -17,7 +17,7 @@ use crate::model::{Net, flat};
 use crate::network::ClientId;
 use crate::output::{ClientAccuracy, Evaluation};
 use crate::registry::ModelChoice;
-use crate::strategy::{ClientAlgorithm, ClientView, Sent, Start};
+use crate::strategy::{ClientAlgorithm, ClientView, Sent};
 
 /// Evaluates the model `params` (of architecture `model`) on all of `data`, `batch_size`
 /// samples per forward pass. Batches run in parallel on the current rayon pool, each thread
@@ -189,8 +189,10 @@ impl ModelEvaluator for TestEvaluator {
 
 impl TestEvaluator {
     /// The model each of `clients` would train from in `round` when sent `sent(client)`:
-    /// what its client half picks ([`chosen_start`]), else the model sent. Clients are
-    /// measured in parallel, each alone, so the models do not depend on the thread count.
+    /// the one its client half picks ([`ClientAlgorithm::start_from`]), else the model sent.
+    /// A network is built only where a client half measures a loss, so a client half that
+    /// picks nothing costs nothing here. Clients are measured in parallel, each alone, so the
+    /// models do not depend on the thread count.
     fn models_of(
         &self,
         clients: &[ClientId],
@@ -200,7 +202,6 @@ impl TestEvaluator {
         device: &Device,
     ) -> Vec<Arc<[f32]>> {
         let sent: Vec<Sent> = clients.iter().map(|&client| sent(client)).collect();
-        let new_net = || self.model.build(starts.data.shape(), device);
         clients
             .par_iter()
             .zip(&sent)
@@ -219,12 +220,19 @@ impl TestEvaluator {
                         indices: &starts.training.clients[client],
                         flip_labels: false,
                     };
-                    let scratch = net.take().unwrap_or_else(new_net);
-                    let algorithm = starts.algorithm.as_ref();
-                    let (back, start) =
-                        chosen_start(algorithm, scratch, &view, local, starts.batch_size, device);
-                    *net = Some(back);
-                    start.map_or_else(|| sent.model.clone(), |start| start.model.into())
+                    let mut loss_of = |params: &[f32]| {
+                        let scratch = net
+                            .take()
+                            .unwrap_or_else(|| self.model.build(starts.data.shape(), device));
+                        let loaded = flat::load(scratch, params);
+                        let loss = mean_loss(&loaded, local, starts.batch_size, device);
+                        *net = Some(loaded);
+                        loss
+                    };
+                    match starts.algorithm.start_from(&view, &mut loss_of) {
+                        Some(start) => start.model.into(),
+                        None => sent.model.clone(),
+                    }
                 },
             )
             .collect()
@@ -250,33 +258,6 @@ fn distinct(models: &[Arc<[f32]>]) -> Vec<(Arc<[f32]>, Vec<usize>)> {
         }
     }
     found
-}
-
-/// `net` (loaded with the model sent) ready to train: loaded with the model the client
-/// half chooses to start from where it chooses one, with that choice.
-pub fn chosen_start(
-    algorithm: &dyn ClientAlgorithm,
-    net: Net,
-    view: &ClientView<'_>,
-    local: LocalData<'_>,
-    batch_size: usize,
-    device: &Device,
-) -> (Net, Option<Start>) {
-    let (mut held, mut measured) = (Some(net), false);
-    let mut loss_of = |params: &[f32]| {
-        let net = flat::load(held.take().expect("the net is back"), params);
-        let loss = mean_loss(&net, local, batch_size, device);
-        (held, measured) = (Some(net), true);
-        loss
-    };
-    let start = algorithm.start_from(view, &mut loss_of);
-    let net = held.expect("the net is back");
-    match start {
-        Some(start) => (flat::load(net, &start.model), Some(start)),
-        // Measuring left another model in the net.
-        None if measured => (flat::load(net, view.global), None),
-        None => (net, None),
-    }
 }
 
 /// The mean loss of `net` on `local` data, `batch_size` samples per forward pass, on this
