@@ -81,7 +81,7 @@ impl ClientHistory {
     }
 
     /// The history as a checkpoint section keeps it, every number to the bit.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.seen.len() * ENTRY_BYTES);
         for (&client, seen) in &self.seen {
             let flags = [
@@ -105,7 +105,7 @@ impl ClientHistory {
 
     /// Reads what [`ClientHistory::to_bytes`] wrote; `None` if the bytes are not such a
     /// history.
-    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Self> {
         if !bytes.len().is_multiple_of(ENTRY_BYTES) {
             return None;
         }

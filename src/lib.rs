@@ -44,15 +44,33 @@
 //! field does, and `ARCHITECTURE.md` maps the modules.
 
 #![warn(missing_docs)]
-#![deny(rustdoc::broken_intra_doc_links)]
+#![deny(rustdoc::broken_intra_doc_links, rustdoc::private_intra_doc_links)]
 
-pub mod availability;
+/// Declares fedsim's machinery: modules public to its binary, benchmarks and tests, but outside
+/// the documented surface. In the API docs they are private, so a documented item that links
+/// into one is an error (`rustdoc::private_intra_doc_links`, denied by CI) rather than the
+/// unlinked text `#[doc(hidden)]` would leave.
+macro_rules! machinery {
+    ($($(#[$attr:meta])* $name:ident;)*) => {$(
+        $(#[$attr])* #[cfg(not(doc))] pub mod $name;
+        $(#[$attr])* #[cfg(doc)] pub(crate) mod $name;
+    )*};
+}
+
+machinery! {
+    availability;
+    checkpoint;
+    #[cfg(feature = "mpi")]
+    cluster;
+    states;
+    sweep;
+    topology;
+    training;
+}
+
 pub mod backend;
 pub(crate) mod byzantine;
-pub mod checkpoint;
 pub mod cli;
-#[cfg(feature = "mpi")]
-pub mod cluster;
 pub mod config;
 pub mod conformance;
 pub mod connect;
@@ -68,13 +86,10 @@ pub mod plugin;
 pub mod registry;
 pub(crate) mod report;
 pub mod seed;
-pub mod states;
 pub mod stop;
 pub mod strategy;
-pub mod sweep;
-pub mod topology;
-pub mod training;
 
 pub use config::ExperimentConfig;
 pub use error::Error;
 pub use experiment::{Experiment, Run, RunResult};
+pub use topology::Spread;

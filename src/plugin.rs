@@ -6,20 +6,21 @@
 //! what fedsim keeps working across its versions: the traits and their methods, the views a
 //! plug-in is handed (structs of their own, `#[non_exhaustive]` where they may grow), the
 //! parameter checks ([`Problems`]) and the seeded streams ([`stream`], [`Purpose`]). The rest of
-//! the crate is fedsim's own machinery, public for its binary, benchmarks and tests, and may
-//! change.
+//! the crate is fedsim's own: the modules these items live in, documented but free to change,
+//! and machinery its binary, benchmarks and tests use, left out of these docs.
 //!
 //! - **Algorithms** ([`crate::strategy`]): [`Algorithm`] puts together a server half
 //!   ([`Strategy`], [`AsyncStrategy`]), a client half ([`ClientAlgorithm`]) and a choice of who
-//!   trains ([`Selector`]). A client half that trains itself is handed a [`LocalTraining`]
+//!   trains ([`Selector`], handed [`Candidates`] with what the server has seen of each client:
+//!   [`ClientHistory`]). A client half that trains itself is handed a [`LocalTraining`]
 //!   session ([`crate::local`]).
 //! - **Models** ([`crate::model`]): an [`Architecture`] builds a [`Network`].
 //! - **Data** ([`crate::data`]): a [`DataSource`] loads a data set; a [`Partitioner`] splits it
 //!   among clients.
 //!
 //! The crates the traits are written in are here too, at the versions fedsim is built with:
-//! [`burn`] (a client half's tensors), [`rand`] and [`rand_distr`] (draws from a seeded
-//! stream: `use fedsim::plugin::rand::RngExt;`, `rand_distr::Normal`), [`serde_json`] (the
+//! `burn` (a client half's tensors), `rand` and `rand_distr` (draws from a seeded
+//! stream: `use fedsim::plugin::rand::RngExt;`, `rand_distr::Normal`), `serde_json` (the
 //! parameters the conformance kit's `check_with` takes). Naming them through this module, rather
 //! than as dependencies of one's own, keeps their types fedsim's.
 
@@ -29,6 +30,7 @@ pub use crate::data::{
     ClientSplit, DataContext, DataShape, DataSource, Partitioner, SampleKind, SampleShape,
     SplitContext, SplitInput, TrainTest,
 };
+pub use crate::history::{ClientHistory, Seen};
 pub use crate::local::burn;
 pub use crate::local::{Batch, LocalTraining, Objective, TrainError, TrainedNet};
 pub use crate::model::{Architecture, Input, Net, Network, Outputs, ParamKind, ParamSite};

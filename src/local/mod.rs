@@ -6,7 +6,7 @@
 //!
 //! This is the code that runs burn's autodiff and optimisers for a client: it takes a network
 //! and the client's data and gives back a network and numbers; threads, messages and which
-//! client trains are [`crate::training`]'s. A client half that trains itself
+//! client trains are the training tier's. A client half that trains itself
 //! ([`crate::strategy::ClientAlgorithm::train`]) is handed a [`LocalTraining`] and writes its
 //! own loop with the same parts as [`train_on_objective`], so it gets the same batches, steps
 //! and checks.

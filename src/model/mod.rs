@@ -5,8 +5,8 @@
 //! ([`crate::registry`]) holds the built-ins below and a user's own alike. It builds a
 //! [`Network`], a plain burn module, behind the [`Net`] handle. Outside local training, a model
 //! is only ever a flat `f32` vector laid out by [`flat::Layout`]: that is what travels on the
-//! links and what strategies aggregate, so nothing outside this module and
-//! [`crate::training`] touches burn types.
+//! links and what strategies aggregate, so nothing outside this module, local training
+//! ([`crate::local`]) and the training tier touches burn types.
 
 pub mod cifar_cnn;
 pub mod cnn;
