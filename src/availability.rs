@@ -124,7 +124,7 @@ impl Availability {
         let length = online_fraction * period;
         let intervals = (0..num_clients)
             .map(|client| {
-                let mut rng = stream(seed, DIURNAL_PHASE, 0, client as u32);
+                let mut rng = stream(seed, DIURNAL_PHASE, 0, client);
                 let phase = rng.random_range(0.0..period);
                 if phase + length <= period {
                     vec![(phase, phase + length)]

@@ -64,7 +64,7 @@ impl Attack {
             Attack::Scale { scale } => move_along_change(global, trained, scale as f32),
             Attack::Gaussian { std } => {
                 let purpose = ATTACK_NOISE.at_edge_round(edge_round);
-                let mut rng = stream(seed, purpose, round, client as u32);
+                let mut rng = stream(seed, purpose, round, client);
                 let noise = Normal::new(0.0, std as f32).expect("validated: std ≥ 0");
                 for y in trained.iter_mut() {
                     *y += noise.sample(&mut rng);

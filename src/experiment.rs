@@ -604,7 +604,7 @@ impl FreshModels for Experiment {
     /// Draw `draw` of the model's initialisation, from its own stream of the seed's
     /// initialisation purpose: draw 0 is the run's initial global model.
     fn fresh(&self, draw: u32) -> Vec<f32> {
-        let mut rng = stream(self.config.seed, Purpose::MODEL_INIT, 0, draw);
+        let mut rng = stream(self.config.seed, Purpose::MODEL_INIT, 0, draw as usize);
         initial_params(self.layout(), &mut rng)
     }
 }

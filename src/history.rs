@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use crate::network::ClientId;
 
 /// What the server has seen of one client so far; all `None` (the default) for a client whose
-/// update it has not yet taken.
+/// update it has not yet taken. An update that missed its round's deadline leaves the record
+/// as it was: the round ends at the cutoff, before that update arrives on the simulated clock,
+/// so its loss and timings are not known when the next round chooses.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub struct Seen {

@@ -62,14 +62,21 @@ impl Purpose {
     }
 }
 
-/// The generator for one (seed, purpose, round, client) key. Use round 0 and client 0 for draws
-/// that happen once per run (partition, initialisation) or once per round (sampling).
-pub fn stream(seed: u64, purpose: Purpose, round: u32, client: u32) -> ChaCha12Rng {
+/// The generator for one (seed, purpose, round, client) key; `client` is a client's id (or, for
+/// draws that are not a client's, any index the purpose gives meaning to). Use round 0 and
+/// client 0 for draws that happen once per run (partition, initialisation) or once per round
+/// (sampling).
+pub fn stream(seed: u64, purpose: Purpose, round: u32, client: usize) -> ChaCha12Rng {
     let mut hasher = Sha256::new();
     hasher.update(seed.to_le_bytes());
     purpose.hash_into(&mut hasher);
     hasher.update(round.to_le_bytes());
-    hasher.update(client.to_le_bytes());
+    // Ids below 2^32 (every federation so far) hash as four bytes, so streams keep their values;
+    // a larger id, as eight, is still a key of its own: the client is the key's last field.
+    match u32::try_from(client) {
+        Ok(client) => hasher.update(client.to_le_bytes()),
+        Err(_) => hasher.update((client as u64).to_le_bytes()),
+    }
     ChaCha12Rng::from_seed(hasher.finalize().into())
 }
 

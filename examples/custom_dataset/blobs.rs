@@ -120,7 +120,7 @@ impl DataSource for Blobs {
             test: Vec::new(),
         };
         for site in 0..context.num_clients {
-            let rng = &mut stream(context.seed, SITE, 0, site as u32);
+            let rng = &mut stream(context.seed, SITE, 0, site);
             let offset: Vec<f64> = (0..params.features).map(|_| shift.sample(rng)).collect();
             let mut draw = |split: &mut Split, count: usize| -> Vec<usize> {
                 (0..count)

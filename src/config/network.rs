@@ -88,7 +88,7 @@ impl ComputeConfig {
     pub fn speeds(&self, seed: u64, num_clients: usize) -> Vec<f64> {
         (0..num_clients)
             .map(|client| {
-                let mut rng = stream(seed, Purpose::COMPUTE_SPEED, 0, client as u32);
+                let mut rng = stream(seed, Purpose::COMPUTE_SPEED, 0, client);
                 match *self {
                     ComputeConfig::Instant => f64::INFINITY,
                     ComputeConfig::Fixed { samples_per_second } => samples_per_second,

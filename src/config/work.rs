@@ -120,7 +120,7 @@ impl WorkPlan {
                 max_epochs,
             } => {
                 let purpose = LOCAL_EPOCHS.at_edge_round(edge_round);
-                let mut rng = stream(self.seed, purpose, round, client as u32);
+                let mut rng = stream(self.seed, purpose, round, client);
                 u64::from(rng.random_range(min_epochs..=max_epochs)) * per_epoch
             }
             LocalWork::FitDeadline => {

@@ -51,7 +51,7 @@ impl Partition {
                 let n = indices.len();
                 let count = ((fraction * n as f64).round() as usize).clamp(1, n.max(2) - 1);
                 let count = if n < 2 { 0 } else { count };
-                let mut rng = stream(seed, CLIENT_TEST, 0, client as u32);
+                let mut rng = stream(seed, CLIENT_TEST, 0, client);
                 let mut held = vec![false; n];
                 for i in rand::seq::index::sample(&mut rng, n, count) {
                     held[i] = true;

@@ -161,7 +161,7 @@ impl DataSource for RotatedMnist {
 
 /// `len` sample indices shuffled from `seed` and dealt into `clients` near-equal contiguous
 /// shares (the first `len % clients` one larger), each sorted.
-fn deal(len: usize, clients: usize, seed: u64, split: u32) -> Vec<Vec<usize>> {
+fn deal(len: usize, clients: usize, seed: u64, split: usize) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..len).collect();
     order.shuffle(&mut stream(seed, DEAL, 0, split));
     let (base, extra) = (len / clients, len % clients);

@@ -166,12 +166,7 @@ impl SyntheticConfig {
             test: Vec::with_capacity(users),
         };
         for user in 0..users {
-            let rng = &mut stream(
-                seed,
-                GENERATION,
-                0,
-                u32::try_from(user).expect("at most MAX_USERS"),
-            );
+            let rng = &mut stream(seed, GENERATION, 0, user);
             let mut samples = self.user_samples(shared.as_ref(), rng);
             samples.shuffle(rng);
             let train_len = (TRAIN_FRACTION * samples.len() as f64) as usize;

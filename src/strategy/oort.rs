@@ -24,7 +24,10 @@
 //! **From the paper to the simulator.** The statistical utility is the client's sample count
 //! times its mean training loss, as the update reports it (the paper's root mean square of the
 //! per-sample losses needs losses the client does not send up). Clients never heard from are
-//! ranked by sample count alone: the server knows no client's speed before it has trained.
+//! ranked by sample count alone: the server knows no client's speed before it has trained; one
+//! whose every update missed the round's deadline stays unexplored (the server drops a late
+//! update at the cutoff, before it arrives on the simulated clock), so a deadline suits Oort
+//! less than its pacer's preferred duration does.
 //! Oort reads each client's own loss and timings, so aggregating schedulers, which send
 //! partial aggregates up, cannot run it.
 

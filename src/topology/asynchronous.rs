@@ -38,7 +38,7 @@ use crate::network::{ClientId, ClientInfo, DropReason, Dropped, Message, Update}
 use crate::output::{RoundRecord, StalenessRecord, TierTraffic};
 use crate::seed::{Purpose, stream};
 use crate::strategy::selection::misfit;
-use crate::strategy::{Aggregate, Arrival, AsyncStrategy, Candidates};
+use crate::strategy::{Aggregate, Arrival, AsyncStrategy, Candidates, Sent};
 
 use super::FederationError;
 use super::clock::Clock;
@@ -401,12 +401,13 @@ impl Server {
         flight: InFlightState,
         so_far: &mut StepSoFar,
     ) -> Result<(), FederationError> {
+        let Sent { model, extras } = self.setup.mode.broadcast(&flight.model);
         let downlink = Message::Downlink {
             round: flight.dispatch,
             edge_round: 0,
             clients: vec![flight.client],
-            model: flight.model.clone(),
-            extras: self.async_strategy().downlink(),
+            model,
+            extras,
             deadline: None,
         };
         let info = steps.roster.info(flight.client);

@@ -365,7 +365,7 @@ pub fn drops_out(seed: u64, dropout: f64, round: u32, edge_round: u32, client: C
         return false;
     }
     let purpose = Purpose::DROPOUT.at_edge_round(edge_round);
-    let mut rng = stream(seed, purpose, round, client as u32);
+    let mut rng = stream(seed, purpose, round, client);
     rng.random::<f64>() < dropout
 }
 

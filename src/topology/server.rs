@@ -48,21 +48,33 @@ pub enum ServerMode {
 }
 
 impl ServerMode {
+    /// What every client is sent with the global model `global`, unless the server half sends
+    /// it its own: the model and the half's broadcast tensors.
+    pub(super) fn broadcast(&self, global: &Arc<[f32]>) -> Sent {
+        let extras = match self {
+            ServerMode::Rounds { strategy, .. } => strategy.downlink(),
+            ServerMode::Asynchronous { strategy, .. } => strategy.downlink(),
+        };
+        Sent {
+            model: global.clone(),
+            extras,
+        }
+    }
+
+    /// The model and tensors the server half sends `client` of its own with the global model
+    /// `global`, if it does (only a synchronous half may).
+    fn own_downlink(&self, client: ClientId, global: &Arc<[f32]>) -> Option<Sent> {
+        match self {
+            ServerMode::Rounds { strategy, .. } => strategy.downlink_to(client, global),
+            ServerMode::Asynchronous { .. } => None,
+        }
+    }
+
     /// What `client` would be sent with the global model `global`: its own model and tensors
     /// where the server half sends it its own, else the broadcast.
     pub(super) fn sent_to(&self, client: ClientId, global: &Arc<[f32]>) -> Sent {
-        match self {
-            ServerMode::Rounds { strategy, .. } => strategy
-                .downlink_to(client, global)
-                .unwrap_or_else(|| Sent {
-                    model: global.clone(),
-                    extras: strategy.downlink(),
-                }),
-            ServerMode::Asynchronous { strategy, .. } => Sent {
-                model: global.clone(),
-                extras: strategy.downlink(),
-            },
-        }
+        self.own_downlink(client, global)
+            .unwrap_or_else(|| self.broadcast(global))
     }
 
     /// What the server half remembers, for checkpoints.
@@ -623,17 +635,13 @@ impl Server {
         global: &Arc<[f32]>,
         deadline: Option<f64>,
     ) -> Result<(), FederationError> {
-        let strategy = self.rounds_strategy();
-        let everyone = || Sent {
-            model: global.clone(),
-            extras: strategy.downlink(),
-        };
+        let mode = &self.setup.mode;
         let own: Vec<Option<Sent>> = sampled
             .iter()
-            .map(|&client| strategy.downlink_to(client, global))
+            .map(|&client| mode.own_downlink(client, global))
             .collect();
         let addressed = if own.iter().all(Option::is_none) {
-            let sent = everyone();
+            let sent = mode.broadcast(global);
             self.addressed(sampled, roster)
                 .into_iter()
                 .map(|(child, clients)| (child, clients, sent.clone()))
@@ -641,7 +649,7 @@ impl Server {
         } else {
             let sent: Vec<Sent> = own
                 .into_iter()
-                .map(|own| own.unwrap_or_else(everyone))
+                .map(|own| own.unwrap_or_else(|| mode.broadcast(global)))
                 .collect();
             sampled
                 .iter()

@@ -162,7 +162,7 @@ impl Shared {
         setup.faults.strike(job.round, job.client)?;
         let indices = &setup.partition.clients[job.client];
         let purpose = Purpose::LOCAL_SHUFFLE.at_edge_round(job.edge_round);
-        let mut rng = stream(setup.seed, purpose, job.round, job.client as u32);
+        let mut rng = stream(setup.seed, purpose, job.round, job.client);
         let view = ClientView {
             round: job.round,
             client: job.client,
