@@ -459,8 +459,8 @@ impl Experiment {
         })
     }
 
-    /// The model's parameter layout.
-    fn layout(&self) -> &Layout {
+    /// The model's parameter layout: where each parameter's values lie in the flat model.
+    pub fn layout(&self) -> &Layout {
         &self.layout
     }
 

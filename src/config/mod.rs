@@ -412,17 +412,19 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    /// The field the problem is about: for an unknown field, which is reported at the object
-    /// that holds it, that field itself (`client.lrr`, or `lrr` at the top).
+    /// The field the problem is about: for an unknown field, that field itself (`client.lrr`,
+    /// or `lrr` at the top), whether the problem is reported at it or, as a registered
+    /// section's parameters report it, at the object that holds it.
     pub fn field(&self) -> String {
         let unknown = self
             .message
             .strip_prefix("unknown field `")
             .and_then(|rest| rest.split('`').next());
+        let at_it = |name: &str| self.path.rsplit('.').next() == Some(name);
         match (unknown, self.path.as_str()) {
             (Some(name), ".") => name.to_string(),
-            (Some(name), path) => format!("{path}.{name}"),
-            (None, path) => path.to_string(),
+            (Some(name), path) if !at_it(name) => format!("{path}.{name}"),
+            (_, path) => path.to_string(),
         }
     }
 }
@@ -826,6 +828,26 @@ fn invalid(path: &Path, field: &str, message: String) -> ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_field_is_named_once_wherever_it_is_reported() {
+        let unknown = |path: &str| FieldError {
+            path: path.to_string(),
+            message: "unknown field `lrr`, expected one of `lr`".to_string(),
+            set_by: None,
+        };
+        // At the field itself, as serde reports a typed section's field.
+        assert_eq!(unknown("client.lrr").field(), "client.lrr");
+        assert_eq!(unknown("lrr").field(), "lrr");
+        // At the object that holds it, as a registered section's parameters report it.
+        assert_eq!(unknown("strategy").field(), "strategy.lrr");
+        assert_eq!(unknown(".").field(), "lrr");
+        let other = FieldError {
+            message: "must be positive".to_string(),
+            ..unknown("client.lr")
+        };
+        assert_eq!(other.field(), "client.lr");
+    }
 
     #[test]
     fn a_named_section_is_a_name_alone_or_an_object_with_one() {

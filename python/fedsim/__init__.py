@@ -1,0 +1,23 @@
+"""fedsim: a federated-learning simulator that runs a whole federation on one machine.
+
+The engine is the one the ``fedsim`` command runs, so an experiment gives the same bits from
+Python as from the command line. Load an experiment from a file or a dict, run it, and read
+what it wrote::
+
+    import fedsim
+
+    experiment = fedsim.Experiment("experiments/mnist-fedavg.json", rounds=5)
+    run = experiment.run()
+    run.summary["final_accuracy"]
+    run.metrics          # one row per round: a pandas DataFrame, or a list of dicts
+    run.model            # the final model's flat parameters, a NumPy float32 array
+
+Training runs with the interpreter's lock released; Ctrl-C (``KeyboardInterrupt``) stops a run
+at the next round boundary and :func:`resume` continues it to the same bits.
+"""
+
+from .errors import FedsimError, InputError, Stopped
+from .experiment import Experiment, Run, resume
+
+__all__ = ["Experiment", "FedsimError", "InputError", "Run", "Stopped", "resume"]
+__version__ = "0.1.0"
