@@ -13,11 +13,25 @@ what it wrote::
     run.model            # the final model's flat parameters, a NumPy float32 array
 
 Training runs with the interpreter's lock released; Ctrl-C (``KeyboardInterrupt``) stops a run
-at the next round boundary and :func:`resume` continues it to the same bits.
+at the next round boundary and :func:`resume` continues it to the same bits. The catalogues of
+what an experiment can name are tables: :func:`strategies`, :func:`models`, :func:`datasets`,
+:func:`schemes`.
 """
 
+from .catalogue import datasets, models, schemes, strategies
 from .errors import FedsimError, InputError, Stopped
 from .experiment import Experiment, Run, resume
 
-__all__ = ["Experiment", "FedsimError", "InputError", "Run", "Stopped", "resume"]
+__all__ = [
+    "Experiment",
+    "FedsimError",
+    "InputError",
+    "Run",
+    "Stopped",
+    "datasets",
+    "models",
+    "resume",
+    "schemes",
+    "strategies",
+]
 __version__ = "0.1.0"

@@ -6,11 +6,13 @@
 
 use pyo3::prelude::*;
 
+mod catalogue;
 mod errors;
 mod run;
 
 /// The extension module.
 #[pymodule]
 fn _fedsim(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    run::register(module)
+    run::register(module)?;
+    catalogue::register(module)
 }
