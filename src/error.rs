@@ -92,13 +92,16 @@ pub enum SweepError {
         reason: String,
     },
     /// A run folder holds a run of another experiment than the sweep now gives it.
-    #[error("the run folder {} holds a run with other settings than the sweep now gives it ({}); move it away or restore the sweep file", folder.display(), fields.join("; "))]
+    #[error("the run folder {} holds a run with other settings than the sweep now gives it ({}); move it away or restore the sweep file (and its --set)", folder.display(), fields.join("; "))]
     Changed {
         /// The run folder.
         folder: PathBuf,
         /// The fields that differ, with their values now and before.
         fields: Vec<String>,
     },
+    /// A `--set` given with the sweep cannot be read.
+    #[error(transparent)]
+    Override(#[from] crate::config::ConfigError),
     /// Some runs' experiments are invalid.
     #[error("sweep file {}: {} of its runs are invalid:\n{}", path.display(), problems.len(), problems.join("\n"))]
     InvalidRuns {

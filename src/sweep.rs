@@ -98,8 +98,13 @@ pub struct Sweep {
 
 impl Sweep {
     /// Reads the sweep file at `path` and builds and validates every run, its registered
-    /// sections read with `registry`.
-    pub fn load(path: &Path, registry: &Registry) -> Result<Self, SweepError> {
+    /// sections read with `registry`. `overrides` (`fedsim sweep --set`'s `path.to.field=value`
+    /// texts) change the base experiment of every run, before its variant's and its axes'
+    /// overrides, which the sweep is about.
+    pub fn load(path: &Path, overrides: &[String], registry: &Registry) -> Result<Self, SweepError> {
+        for text in overrides {
+            Override::parse(text)?;
+        }
         let file_error = |reason: String| SweepError::File {
             path: path.to_path_buf(),
             reason,
@@ -136,9 +141,10 @@ impl Sweep {
         let mut runs = Vec::new();
         let mut problems = Vec::new();
         for (name, sets) in expand(&file) {
-            let overrides: Vec<String> = sets
+            let overrides: Vec<String> = overrides
                 .iter()
-                .map(|(field, value)| format!("{field}={value}"))
+                .cloned()
+                .chain(sets.iter().map(|(field, value)| format!("{field}={value}")))
                 .collect();
             match build(&base, &base_path, &overrides, registry) {
                 Ok(config) => runs.push(SweepRun {

@@ -465,7 +465,7 @@ fn every_json_block_parses_and_every_experiment_and_sweep_in_one_is_valid() {
                     .unwrap_or_else(|e| panic!("{at}: {e}"));
                 experiments += 1;
             } else if value.get("base").is_some() {
-                fedsim::sweep::Sweep::load(&file, &registry)
+                fedsim::sweep::Sweep::load(&file, &[], &registry)
                     .unwrap_or_else(|e| panic!("{at}: {e}"));
                 experiments += 1;
             }

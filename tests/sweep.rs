@@ -394,3 +394,45 @@ fn a_rerun_with_a_wider_grid_does_not_retrain_runs_it_holds_under_other_names() 
     assert_eq!(after.len(), 4, "{after:?}");
     assert!(before.iter().all(|name| after.contains(name)));
 }
+
+#[test]
+fn a_set_changes_every_runs_base_and_the_grid_still_wins_on_its_axes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_sweep(dir.path(), 2, MEDIAN);
+    let out = dir.path().join("out");
+    // The base's client.lr for every run; federation.rounds is the grid's, which wins.
+    let sets = ["--set", "client.lr=0.02", "--set", "federation.rounds=7"];
+    let listed = sweep(&file, &out, &[&sets[..], &["--dry-run"]].concat());
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listed.matches("client.lr=0.02").count(), 4, "{listed}");
+    let played = sweep(&file, &out, &sets);
+    assert!(played.status.success(), "{played:?}");
+    let swept = out.join("fedavg_rounds-2_seed-1");
+    assert_eq!(metrics_without_timing(&swept).len(), 2);
+    let single = dir.path().join("single");
+    common::run_ok(
+        &experiment("mnist-t1"),
+        &single,
+        &["client.lr=0.02", "federation.rounds=2", "seed=1"],
+    );
+    assert_eq!(
+        metrics_without_timing(&swept),
+        metrics_without_timing(&single)
+    );
+    // Rerun without the --set, the folder's runs are of other settings: refused, untouched.
+    let changed = sweep(&file, &out, &[]);
+    assert_eq!(changed.status.code(), Some(2), "{changed:?}");
+    let stderr = String::from_utf8_lossy(&changed.stderr);
+    assert!(
+        stderr.contains("client.lr") && stderr.contains("--set"),
+        "{stderr}"
+    );
+    // A --set that is no PATH=VALUE is named, exit 2, before anything runs.
+    let bad = sweep(&file, &dir.path().join("bad"), &["--set", "nonsense"]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--set \"nonsense\""),
+        "{bad:?}"
+    );
+    assert!(!dir.path().join("bad").exists());
+}

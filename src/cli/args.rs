@@ -124,6 +124,11 @@ pub struct SweepArgs {
     /// Sweep folder: new, empty, or one fedsim made [default: runs/NAME, after the sweep's name].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Override a field of every run's base experiment, e.g. --set federation.rounds=5, before
+    /// the variants' and the grid's own overrides (value read as JSON, or as a string if it is
+    /// not JSON). Repeatable.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub overrides: Vec<String>,
     /// Experiments run at once; each gets an equal share of the cores as its workers.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,

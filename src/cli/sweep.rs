@@ -16,7 +16,8 @@ pub(super) fn sweep(
     registry: &Registry,
     stop: &StopSignal,
 ) -> Result<(), Failure> {
-    let mut sweep = Sweep::load(&args.sweep, registry).map_err(|e| (e.into(), None))?;
+    let mut sweep =
+        Sweep::load(&args.sweep, &args.overrides, registry).map_err(|e| (e.into(), None))?;
     let all_runs = sweep.runs.len();
     if let Some(shard) = args.shard {
         sweep = sweep.shard(shard);
