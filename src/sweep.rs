@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -256,6 +256,19 @@ pub struct SweepOutcome {
 }
 
 impl Sweep {
+    /// The folder under `dir` of each run, in sweep order, `states` being what
+    /// [`Sweep::states`] read of `dir`: a run held under another folder name is that folder.
+    pub fn run_folders(&self, dir: &Path, states: &[FolderState]) -> Vec<PathBuf> {
+        self.runs
+            .iter()
+            .zip(states)
+            .map(|(run, state)| match state {
+                FolderState::Held(holder) => dir.join(holder),
+                _ => dir.join(&run.name),
+            })
+            .collect()
+    }
+
     /// The sweep cut down to the runs of `shard`, which keep their names and folders.
     pub fn shard(mut self, shard: Shard) -> Sweep {
         self.shard = Some(shard);

@@ -55,16 +55,7 @@ pub(super) fn sweep(
         args.jobs,
         dir.display()
     ));
-    // A run held under another folder name is reported from that folder.
-    let in_sweep_order: Vec<PathBuf> = sweep
-        .runs
-        .iter()
-        .zip(&states)
-        .map(|(run, state)| match state {
-            FolderState::Held(holder) => dir.join(holder),
-            _ => dir.join(&run.name),
-        })
-        .collect();
+    let in_sweep_order = sweep.run_folders(&dir, &states);
     let outcome = sweep
         .run(
             &dir,
