@@ -60,6 +60,7 @@ macro_rules! machinery {
 machinery! {
     availability;
     checkpoint;
+    report;
     #[cfg(feature = "mpi")]
     cluster;
     states;
@@ -84,7 +85,6 @@ pub mod network;
 pub mod output;
 pub mod plugin;
 pub mod registry;
-pub(crate) mod report;
 pub mod seed;
 pub mod stop;
 pub mod strategy;

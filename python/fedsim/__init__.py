@@ -15,23 +15,29 @@ what it wrote::
 Training runs with the interpreter's lock released; Ctrl-C (``KeyboardInterrupt``) stops a run
 at the next round boundary and :func:`resume` continues it to the same bits. The catalogues of
 what an experiment can name are tables: :func:`strategies`, :func:`models`, :func:`datasets`,
-:func:`schemes`.
+:func:`schemes`. :func:`sweep` plays a sweep file and returns its :class:`Report`, which a
+notebook shows inline.
 """
 
 from .catalogue import datasets, models, schemes, strategies
 from .errors import FedsimError, InputError, Stopped
 from .experiment import Experiment, Run, resume
+from .report import Chart, Report, report, sweep
 
 __all__ = [
+    "Chart",
     "Experiment",
     "FedsimError",
     "InputError",
+    "Report",
     "Run",
     "Stopped",
     "datasets",
     "models",
+    "report",
     "resume",
     "schemes",
     "strategies",
+    "sweep",
 ]
 __version__ = "0.1.0"

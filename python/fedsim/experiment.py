@@ -196,11 +196,10 @@ def resume(
         InputError: the folder holds no run fedsim can continue, or its data files changed.
     """
     folder = Path(folder)
-    config = json.loads((folder / "config.json").read_text())
-    done = _rounds_done(folder)
-    follow = _Follower(config["federation"]["rounds"], done, on_round, progress)
+    run = _fedsim.resumable(os.fspath(folder))
+    follow = _Follower(run.rounds, run.rounds_done, on_round, progress)
     try:
-        outcome = _fedsim.resume(os.fspath(folder), follow)
+        outcome = run.play(follow)
     except (KeyboardInterrupt, Stopped) as stop:
         _note_resumable(stop, folder)
         raise
@@ -210,15 +209,6 @@ def resume(
         return Run.open(folder)
     layout = json.loads((folder / "model-layout.json").read_text())["params"]
     return Run._from_outcome(outcome, layout)
-
-
-def _rounds_done(folder: Path) -> int:
-    """Rounds the folder's metrics record, for the progress bar's start."""
-    try:
-        with open(folder / "metrics.jsonl") as lines:
-            return sum(1 for line in lines if line.strip())
-    except OSError:
-        return 0
 
 
 def _note_resumable(error: BaseException, folder: Path) -> None:

@@ -8,11 +8,14 @@ use pyo3::prelude::*;
 
 mod catalogue;
 mod errors;
+mod interrupt;
 mod run;
+mod sweep;
 
 /// The extension module.
 #[pymodule]
 fn _fedsim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     run::register(module)?;
+    sweep::register(module)?;
     catalogue::register(module)
 }

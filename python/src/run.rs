@@ -1,37 +1,30 @@
 //! Experiments loaded and played from Python, through the same calls as `fedsim run`: the same
 //! files, the same checks, the same bits.
-//!
-//! A run plays on a thread of its own while the calling thread, the interpreter's lock released,
-//! looks for signals every few milliseconds: Ctrl-C in a notebook (a `KeyboardInterrupt`) asks
-//! the run to stop at the next round boundary, as SIGINT asks `fedsim run`, and its folder then
-//! resumes to the bits of an uninterrupted run. A Python exception raised by the per-round
-//! callback stops the run the same way and is raised again once the run has stopped.
+//! A run plays as [`Interruptible`] work: Ctrl-C stops it at a round boundary, and its folder
+//! then resumes to the bits of an uninterrupted run.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread;
-use std::time::Duration;
+use std::sync::{Mutex, PoisonError};
 
 use fedsim::config::{ConfigError, FieldError, Override};
 use fedsim::output::{Progress, RunFolder};
 use fedsim::registry::Registry;
-use fedsim::stop::StopSignal;
 use fedsim::{Error, Experiment, ExperimentConfig, Run, RunResult};
 use numpy::PyArray1;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors::to_python;
-
-/// How often the waiting thread looks for a `KeyboardInterrupt`.
-const SIGNAL_POLL: Duration = Duration::from_millis(20);
+use crate::interrupt::Interruptible;
 
 /// Adds the module's functions and classes.
 pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyExperiment>()?;
     module.add_function(wrap_pyfunction!(load, module)?)?;
     module.add_function(wrap_pyfunction!(from_json, module)?)?;
-    module.add_function(wrap_pyfunction!(resume, module)?)?;
+    module.add_class::<PyResumable>()?;
+    module.add_function(wrap_pyfunction!(resumable, module)?)?;
     module.add_function(wrap_pyfunction!(default_folder, module)?)?;
     Ok(())
 }
@@ -52,10 +45,7 @@ struct PyExperiment {
 impl PyExperiment {
     /// Prepares `config` (loads and splits its data, with the lock released).
     fn prepare(py: Python<'_>, config: ExperimentConfig) -> PyResult<Self> {
-        let registry = Registry::builtin();
-        let experiment = py
-            .detach(|| Experiment::prepare(config.clone(), &registry))
-            .map_err(|e| to_python(py, e))?;
+        let experiment = prepare(py, &config)?;
         let partition_stats =
             serde_json::to_string(&experiment.partition_stats()).expect("stats serialise");
         let layout = serde_json::to_string(experiment.layout()).expect("a layout serialises");
@@ -74,15 +64,15 @@ impl PyExperiment {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        match prepared {
-            Some(experiment) => Ok(experiment),
-            None => {
-                let registry = Registry::builtin();
-                py.detach(|| Experiment::prepare(self.config.clone(), &registry))
-                    .map_err(|e| to_python(py, e))
-            }
-        }
+        prepared.map_or_else(|| prepare(py, &self.config), Ok)
     }
+}
+
+/// Loads and splits `config`'s data with the lock released: an [`Experiment`] ready to play.
+fn prepare(py: Python<'_>, config: &ExperimentConfig) -> PyResult<Experiment> {
+    let registry = Registry::builtin();
+    py.detach(|| Experiment::prepare(config.clone(), &registry))
+        .map_err(|e| to_python(py, e))
 }
 
 #[pymethods]
@@ -175,70 +165,81 @@ fn parse(
     )?)
 }
 
-/// Continues the run in `folder` (as `fedsim run --resume`), calling `on_round` with each
-/// finished round's record; `None` if it had finished already.
+/// The run in `folder`, opened to continue (as `fedsim run --resume`): the folder is claimed
+/// until it is played or dropped.
 #[pyfunction]
-#[pyo3(signature = (folder, on_round=None))]
-fn resume<'py>(
-    py: Python<'py>,
-    folder: PathBuf,
-    on_round: Option<Py<PyAny>>,
-) -> PyResult<Option<Bound<'py, PyDict>>> {
+fn resumable(py: Python<'_>, folder: PathBuf) -> PyResult<PyResumable> {
     let registry = Registry::builtin();
-    let run = Run::resume(&folder, &registry).map_err(|e| to_python(py, e))?;
-    match play(py, run, on_round)? {
-        Some(result) => outcome(py, folder, result).map(Some),
-        None => Ok(None),
+    let run = py
+        .detach(|| Run::resume(&folder, &registry))
+        .map_err(|e| to_python(py, e))?;
+    Ok(PyResumable {
+        rounds: run.experiment().config().federation.rounds,
+        rounds_done: run.rounds_done(),
+        run: Mutex::new(Some(run)),
+        folder,
+    })
+}
+
+/// A run folder opened to continue, with how far it had got.
+#[pyclass(module = "fedsim._fedsim", name = "Resumable", frozen)]
+struct PyResumable {
+    /// The run, until `play` takes it.
+    run: Mutex<Option<Run>>,
+    folder: PathBuf,
+    /// Rounds already played.
+    #[pyo3(get)]
+    rounds_done: u32,
+    /// Rounds the experiment plays in all.
+    #[pyo3(get)]
+    rounds: u32,
+}
+
+#[pymethods]
+impl PyResumable {
+    /// Plays the rounds left, calling `on_round` with each finished round's record (JSON text);
+    /// `None` if the run had finished already. A run plays once.
+    #[pyo3(signature = (on_round=None))]
+    fn play<'py>(
+        &self,
+        py: Python<'py>,
+        on_round: Option<Py<PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let run = self
+            .run
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this run has been played; open it again"))?;
+        match play(py, run, on_round)? {
+            Some(result) => outcome(py, self.folder.clone(), result).map(Some),
+            None => Ok(None),
+        }
     }
 }
 
 /// Plays `run` on a thread of its own, the lock released, until it ends, stops, or a
 /// `KeyboardInterrupt` or an exception from `on_round` stops it (then that is raised).
 fn play(py: Python<'_>, run: Run, on_round: Option<Py<PyAny>>) -> PyResult<Option<RunResult>> {
-    let stop = StopSignal::new();
-    let raised = Arc::new(Mutex::new(None::<PyErr>));
-    let keep_first = |error: PyErr| {
-        raised
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert(error);
-        stop.request();
-    };
+    let interruptible = Interruptible::default();
     let progress = match on_round {
         Some(callback) => {
-            let (stop, raised) = (stop.clone(), raised.clone());
+            let interruptible = interruptible.clone();
             Progress::Each(Box::new(move |record| {
                 let record = serde_json::to_string(record).expect("a record serialises");
                 Python::attach(|py| {
                     if let Err(error) = callback.call1(py, (record,)) {
-                        raised
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .get_or_insert(error);
-                        stop.request();
+                        interruptible.raise(error);
                     }
                 });
             }))
         }
         None => Progress::Silent,
     };
-    let played = py.detach(|| {
-        thread::scope(|scope| {
-            let playing = scope.spawn(|| run.play(&progress, &stop, None));
-            while !playing.is_finished() {
-                thread::sleep(SIGNAL_POLL);
-                if let Err(interrupt) = Python::attach(|py| py.check_signals()) {
-                    keep_first(interrupt);
-                }
-            }
-            playing.join()
-        })
-    });
-    let played = played.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-    if let Some(error) = raised.lock().unwrap_or_else(PoisonError::into_inner).take() {
-        return Err(error);
-    }
-    played.map_err(|e| to_python(py, e))
+    let stop = interruptible.stop();
+    interruptible
+        .wait(py, || run.play(&progress, stop, None))?
+        .map_err(|e| to_python(py, e))
 }
 
 /// What a finished run hands Python: its folder, summary and records as JSON text, and the

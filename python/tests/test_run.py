@@ -119,6 +119,14 @@ def test_a_used_folder_is_refused_and_left_as_it_was(tmp_path):
     assert (folder / "notes.txt").read_text() == "my notes"
 
 
+def test_a_run_that_fails_raises_fedsim_error_with_the_command_lines_message(tmp_path):
+    experiment = fedsim.Experiment(ROOT / "experiments" / "mnist-t1.json", client__lr=100)
+    with pytest.raises(fedsim.FedsimError, match="training diverged: loss is") as caught:
+        experiment.run(tmp_path / "diverged", progress=False)
+    assert not isinstance(caught.value, (fedsim.InputError, fedsim.Stopped))
+    assert "(try a lower client.lr)" in str(caught.value)
+
+
 def test_an_exception_in_the_callback_stops_the_run_which_resumes_to_the_same_bits(tmp_path):
     experiment = fedsim.Experiment(BREAST_CANCER, federation__rounds=6)
     whole = experiment.run(tmp_path / "whole", progress=False)
