@@ -16,13 +16,15 @@ Training runs with the interpreter's lock released; Ctrl-C (``KeyboardInterrupt`
 at the next round boundary and :func:`resume` continues it to the same bits. The catalogues of
 what an experiment can name are tables: :func:`strategies`, :func:`models`, :func:`datasets`,
 :func:`schemes`. :func:`sweep` plays a sweep file and returns its :class:`Report`, which a
-notebook shows inline.
+notebook shows inline. A :class:`Strategy` subclass registered with :func:`register_strategy`
+is an algorithm written in NumPy that experiments name as they name the built-ins.
 """
 
 from .catalogue import datasets, models, schemes, strategies
 from .errors import FedsimError, InputError, Stopped
 from .experiment import Experiment, Run, resume
 from .report import Chart, Report, report, sweep
+from .strategy import Round, Setting, Strategy, Updates, conformance, register_strategy
 
 __all__ = [
     "Chart",
@@ -30,10 +32,16 @@ __all__ = [
     "FedsimError",
     "InputError",
     "Report",
+    "Round",
     "Run",
+    "Setting",
     "Stopped",
+    "Strategy",
+    "Updates",
+    "conformance",
     "datasets",
     "models",
+    "register_strategy",
     "report",
     "resume",
     "schemes",

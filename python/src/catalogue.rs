@@ -1,7 +1,9 @@
 //! The registry's catalogues (`fedsim strategies`, `models`, `datasets`, `schemes`) as JSON rows
 //! for Python's tables.
 
-use fedsim::registry::{ComponentInfo, ParamInfo, Registry};
+use fedsim::registry::{ComponentInfo, ParamInfo};
+
+use crate::strategy::registry;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde_json::{Value, json};
@@ -15,7 +17,7 @@ pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
 /// registry holds, one JSON object each, in the order the command line lists them.
 #[pyfunction]
 fn catalogue(kind: &str) -> PyResult<String> {
-    let registry = Registry::builtin();
+    let registry = registry();
     let rows: Vec<Value> = match kind {
         "strategies" => registry
             .algorithms()

@@ -10,6 +10,7 @@ mod catalogue;
 mod errors;
 mod interrupt;
 mod run;
+mod strategy;
 mod sweep;
 
 /// The extension module.
@@ -17,5 +18,6 @@ mod sweep;
 fn _fedsim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     run::register(module)?;
     sweep::register(module)?;
+    strategy::register(module)?;
     catalogue::register(module)
 }

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
+use crate::strategy::registry;
 use fedsim::config::{ConfigError, FieldError, Override};
 use fedsim::output::{Progress, RunFolder};
 use fedsim::registry::Registry;
@@ -70,7 +71,7 @@ impl PyExperiment {
 
 /// Loads and splits `config`'s data with the lock released: an [`Experiment`] ready to play.
 fn prepare(py: Python<'_>, config: &ExperimentConfig) -> PyResult<Experiment> {
-    let registry = Registry::builtin();
+    let registry = registry();
     py.detach(|| Experiment::prepare(config.clone(), &registry))
         .map_err(|e| to_python(py, e))
 }
@@ -121,7 +122,7 @@ fn default_folder(name: &str) -> PathBuf {
 /// `--set`'s `path.to.field=value` strings.
 #[pyfunction]
 fn load(py: Python<'_>, path: PathBuf, overrides: Vec<String>) -> PyResult<PyExperiment> {
-    let registry = Registry::builtin();
+    let registry = registry();
     let config = ExperimentConfig::load(&path, &overrides, &registry)
         .map_err(|e| to_python(py, e.into()))?;
     PyExperiment::prepare(py, config)
@@ -136,7 +137,7 @@ fn from_json(
     label: PathBuf,
     overrides: Vec<String>,
 ) -> PyResult<PyExperiment> {
-    let registry = Registry::builtin();
+    let registry = registry();
     let config = parse(text, &label, &overrides, &registry).map_err(|e| to_python(py, e))?;
     PyExperiment::prepare(py, config)
 }
@@ -169,7 +170,7 @@ fn parse(
 /// until it is played or dropped.
 #[pyfunction]
 fn resumable(py: Python<'_>, folder: PathBuf) -> PyResult<PyResumable> {
-    let registry = Registry::builtin();
+    let registry = registry();
     let run = py
         .detach(|| Run::resume(&folder, &registry))
         .map_err(|e| to_python(py, e))?;

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::strategy::registry;
 use fedsim::Error;
-use fedsim::registry::Registry;
 use fedsim::report::{ReportOptions, write_report};
 use fedsim::sweep::Sweep;
 use pyo3::prelude::*;
@@ -33,7 +33,7 @@ fn sweep(
     jobs: usize,
     overrides: Vec<String>,
 ) -> PyResult<Bound<'_, PyDict>> {
-    let registry = Registry::builtin();
+    let registry = registry();
     let sweep = Sweep::load(&path, &overrides, &registry).map_err(|e| to_python(py, e.into()))?;
     let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&sweep.name));
     let states = sweep.states(&dir).map_err(|e| to_python(py, e))?;
@@ -76,7 +76,7 @@ fn report(
     out: PathBuf,
     target: Option<f64>,
 ) -> PyResult<Bound<'_, PyDict>> {
-    let registry = Registry::builtin();
+    let registry = registry();
     let options = ReportOptions { target };
     let written = py
         .detach(|| write_report(&folders, &out, options, &registry))
