@@ -102,6 +102,24 @@ impl Sweep {
     /// texts) change the base experiment of every run, before its variant's and its axes'
     /// overrides, which the sweep is about.
     pub fn load(path: &Path, overrides: &[String], registry: &Registry) -> Result<Self, SweepError> {
+        let file_error = |reason: String| SweepError::File {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let bytes = fs::read(path).map_err(|e| file_error(e.to_string()))?;
+        let text = strict_json::text(bytes).map_err(file_error)?;
+        Self::from_text(&text, path, overrides, registry)
+    }
+
+    /// The sweep `text` holds, as [`Sweep::load`] reads a file: `path` names it in messages,
+    /// and a base given as a path starts from its folder (a sweep made in Python, not read
+    /// from a file, is named as `<dict>` in the current folder).
+    pub fn from_text(
+        text: &str,
+        path: &Path,
+        overrides: &[String],
+        registry: &Registry,
+    ) -> Result<Self, SweepError> {
         for text in overrides {
             Override::parse(text)?;
         }
@@ -109,9 +127,7 @@ impl Sweep {
             path: path.to_path_buf(),
             reason,
         };
-        let bytes = fs::read(path).map_err(|e| file_error(e.to_string()))?;
-        let text = strict_json::text(bytes).map_err(file_error)?;
-        let value = strict_json::parse(&text).map_err(|e| file_error(e.to_string()))?;
+        let value = strict_json::parse(text).map_err(|e| file_error(e.to_string()))?;
         let file: SweepFile =
             serde_path_to_error::deserialize(value).map_err(|e| file_error(field_error(&e)))?;
         let (base, base_path) = match &file.base {
@@ -553,11 +569,18 @@ fn expand(file: &SweepFile) -> Vec<(String, Vec<(String, Value)>)> {
             } else {
                 parts.join("_")
             };
-            let sets = variant
-                .set
-                .iter()
-                .chain(combination.iter().copied())
-                .map(|(field, value)| (field.clone(), value.clone()))
+            // A named variant is what its runs are called in the sweep's report, unless it
+            // sets a label of its own.
+            let label = (!variant.name.is_empty()).then(|| ("label".to_string(), Value::String(variant.name.clone())));
+            let sets = label
+                .into_iter()
+                .chain(
+                    variant
+                        .set
+                        .iter()
+                        .chain(combination.iter().copied())
+                        .map(|(field, value)| (field.clone(), value.clone())),
+                )
                 .collect();
             runs.push((name, sets));
         }
@@ -621,8 +644,8 @@ fn indent(text: &str) -> String {
 }
 
 /// The fields in which a run folder's `config.json` (`before`) differs from the config the
-/// sweep now gives that run (`now`), ignoring `federation.num_parallels` and `placement`, which
-/// never change results.
+/// sweep now gives that run (`now`), ignoring `federation.num_parallels`, `placement` and
+/// `label`, which never change results.
 fn changed_fields(before: &Value, now: &Value) -> Vec<String> {
     let (mut before, mut now) = (before.clone(), now.clone());
     for config in [&mut now, &mut before] {
@@ -631,6 +654,7 @@ fn changed_fields(before: &Value, now: &Value) -> Vec<String> {
         }
         if let Some(config) = config.as_object_mut() {
             config.remove("placement");
+            config.remove("label");
         }
     }
     crate::experiment::differences(&before, &now, "")
@@ -664,6 +688,7 @@ mod tests {
         assert_eq!(
             sets,
             [
+                r#"label="prox""#,
                 r#"strategy={"mu":0.01,"name":"fedprox"}"#,
                 "partition.alpha=1.0",
                 "seed=3"
@@ -718,6 +743,7 @@ mod tests {
         let before = json!({"seed": 1, "federation": {"num_parallels": 1, "rounds": 5}});
         let mut after = before.clone();
         after["federation"]["num_parallels"] = json!(8);
+        after["label"] = json!("what the report calls it");
         assert!(changed_fields(&before, &after).is_empty());
         after["federation"]["rounds"] = json!(6);
         after["strategy"] = json!({"name": "fedprox"});

@@ -1,7 +1,8 @@
 //! The Python package, as a Python user gets it: a virtual environment with the pinned test
 //! requirements (`python/requirements-test.txt`), `pip install .` of this checkout (maturin
 //! builds the bindings in `python/`), then its pytest suite (`python/tests/`), which compares a
-//! run from Python with one of this build's command line, bit for bit.
+//! run from Python with one of this build's command line, bit for bit, and executes every
+//! notebook of `python/notebooks/` in a fresh kernel.
 //!
 //! It needs CPython 3.9 or newer (`python3`, or the interpreter `FEDSIM_PYTHON` names) with its
 //! `venv` module, and pip's registry. Without them it fails rather than skips: the package is

@@ -23,6 +23,7 @@ is an algorithm written in NumPy that experiments name as they name the built-in
 from .catalogue import datasets, models, schemes, strategies
 from .errors import FedsimError, InputError, Stopped
 from .experiment import Experiment, Run, resume
+from .live import LiveChart
 from .report import Chart, Report, report, sweep
 from .strategy import Round, Setting, Strategy, Updates, conformance, register_strategy
 
@@ -31,6 +32,7 @@ __all__ = [
     "Experiment",
     "FedsimError",
     "InputError",
+    "LiveChart",
     "Report",
     "Round",
     "Run",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import html
+import json
 import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -95,16 +96,17 @@ class Report:
 
 
 def sweep(
-    file: PathLike,
+    source: Union[PathLike, Mapping[str, Any]],
     out: Optional[PathLike] = None,
     jobs: int = 1,
     overrides: Optional[Mapping[str, Any]] = None,
     **fields: Any,
 ) -> Report:
-    """Plays the sweep ``file`` (as ``fedsim sweep``) and returns its report.
+    """Plays a sweep (as ``fedsim sweep``) and returns its report.
 
     Args:
-        file: a sweep file: a base experiment, variants and a grid.
+        source: a sweep file (a base experiment, variants and a grid), or a dict of the same
+            fields; a dict's base, if a path, starts from the current folder.
         out: the sweep folder (default ``runs/NAME``); rerunning into it skips finished runs.
         jobs: runs played at once.
         overrides, fields: changes to every run's base experiment, as ``fedsim sweep --set``
@@ -118,7 +120,12 @@ def sweep(
     """
     assignments = _overrides(overrides, fields)
     folder = None if out is None else os.fspath(out)
-    outcome = _fedsim.sweep(os.fspath(file), folder, jobs, assignments)
+    if isinstance(source, Mapping):
+        label = os.path.join(os.getcwd(), "<dict>")
+        text = json.dumps(source, allow_nan=False)
+        outcome = _fedsim.sweep(label, folder, jobs, assignments, text)
+    else:
+        outcome = _fedsim.sweep(os.fspath(source), folder, jobs, assignments)
     failed = [f"{name}: {error}" for name, error in outcome["failed"]]
     return Report(Path(outcome["folder"]), failed)
 

@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod catalogue;
+mod chart;
 mod errors;
 mod interrupt;
 mod run;
@@ -19,5 +20,6 @@ fn _fedsim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     run::register(module)?;
     sweep::register(module)?;
     strategy::register(module)?;
+    chart::register(module)?;
     catalogue::register(module)
 }

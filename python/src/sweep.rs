@@ -20,21 +20,27 @@ pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// Plays the sweep file at `path` into `out` (default `runs/NAME`), `jobs` runs at a time,
-/// with `overrides` applied to every run's base, and writes its report there. Returns the
-/// folder, the run folders in sweep order, the failed runs (name, error) and whether a stop
-/// ended it early (then no report is written).
+/// Plays the sweep file at `path` (or, given `text`, the sweep it holds, `path` naming it)
+/// into `out` (default `runs/NAME`), `jobs` runs at a time, with `overrides` applied to every
+/// run's base, and writes its report there. Returns the folder, the run folders in sweep
+/// order, the failed runs (name, error) and whether a stop ended it early (then no report is
+/// written).
 #[pyfunction]
-#[pyo3(signature = (path, out=None, jobs=1, overrides=Vec::new()))]
+#[pyo3(signature = (path, out=None, jobs=1, overrides=Vec::new(), text=None))]
 fn sweep(
     py: Python<'_>,
     path: PathBuf,
     out: Option<PathBuf>,
     jobs: usize,
     overrides: Vec<String>,
+    text: Option<String>,
 ) -> PyResult<Bound<'_, PyDict>> {
     let registry = registry();
-    let sweep = Sweep::load(&path, &overrides, &registry).map_err(|e| to_python(py, e.into()))?;
+    let sweep = match text {
+        Some(text) => Sweep::from_text(&text, &path, &overrides, &registry),
+        None => Sweep::load(&path, &overrides, &registry),
+    }
+    .map_err(|e| to_python(py, e.into()))?;
     let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&sweep.name));
     let states = sweep.states(&dir).map_err(|e| to_python(py, e))?;
     let folders = sweep.run_folders(&dir, &states);

@@ -228,3 +228,13 @@ def test_progress_is_a_line_per_evaluated_round_without_tqdm(tmp_path, capsys, m
     fedsim.Experiment(BREAST_CANCER, federation__rounds=3, eval__every=1).run(tmp_path / "r")
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[1] for line in lines] == ["1/3", "2/3", "3/3"], lines
+
+
+def test_a_live_chart_collects_each_evaluated_round_and_draws_itself(tmp_path):
+    chart = fedsim.LiveChart(target=0.9)
+    experiment = fedsim.Experiment(BREAST_CANCER, federation__rounds=3, eval__every=1)
+    run = experiment.run(tmp_path / "r", on_round=chart, progress=False)
+    assert [round for round, _ in chart.points] == [1, 2, 3]
+    assert [accuracy for _, accuracy in chart.points] == [r["test_accuracy"] for r in run.records]
+    svg = chart._repr_svg_()
+    assert svg.startswith("<svg") and "target 90%" in svg and "test accuracy" in svg

@@ -36,7 +36,7 @@ class NumpyMedian(fedsim.Strategy):
         return (ordered[n // 2 - 1] + ordered[n // 2]) / np.float32(2)
 
 
-@fedsim.register_strategy("server-momentum")
+@fedsim.register_strategy("momentum-with-draws")
 class ServerMomentum(fedsim.Strategy):
     """FedAvg with server momentum kept between rounds (FedAvgM's shape), and a random draw
     per round reported as a metric, so that state and generator both go through a resume."""
@@ -83,7 +83,7 @@ def test_the_median_in_numpy_gives_the_built_ins_model_to_the_bit(tmp_path):
 
 
 def test_state_and_the_generator_go_through_a_resume_to_the_same_bits(tmp_path):
-    strategy = {"name": "server-momentum", "beta": 0.5}
+    strategy = {"name": "momentum-with-draws", "beta": 0.5}
     whole = run(tmp_path, "whole", strategy, federation__rounds=4)
     draws = [r["strategy"]["draw"] for r in whole.records]
     assert len(set(draws)) == 4, "each round's generator is its own"
@@ -106,7 +106,7 @@ def test_a_python_strategy_runs_in_a_sweep_beside_fedavg_and_the_report_compares
         "base": str(BREAST_CANCER),
         "variants": [
             {"name": "fedavg", "set": {"strategy": {"name": "fedavg"}}},
-            {"name": "momentum", "set": {"strategy": {"name": "server-momentum"}}},
+            {"name": "momentum", "set": {"strategy": {"name": "momentum-with-draws"}}},
         ],
         "grid": {"federation.rounds": [3]},
     }
@@ -118,7 +118,7 @@ def test_a_python_strategy_runs_in_a_sweep_beside_fedavg_and_the_report_compares
 
 
 def test_the_conformance_kit_passes_a_python_strategy(tmp_path):
-    passed = fedsim.conformance("server-momentum", tmp_path, beta=0.5)
+    passed = fedsim.conformance("momentum-with-draws", tmp_path, beta=0.5)
     for check in ["runs flat", "relay equals flat", "one worker equals two",
                   "aggregating schedulers refused", "a stopped run resumes to the same bits"]:
         assert check in passed
@@ -126,11 +126,11 @@ def test_the_conformance_kit_passes_a_python_strategy(tmp_path):
 
 def test_an_unknown_parameter_and_a_refused_one_name_the_field():
     with pytest.raises(fedsim.InputError) as unknown:
-        fedsim.Experiment(BREAST_CANCER, strategy={"name": "server-momentum", "gamma": 1})
+        fedsim.Experiment(BREAST_CANCER, strategy={"name": "momentum-with-draws", "gamma": 1})
     assert [p["field"] for p in unknown.value.problems] == ["strategy.gamma"]
     assert "it takes beta" in unknown.value.problems[0]["message"]
     with pytest.raises(fedsim.InputError) as refused:
-        fedsim.Experiment(BREAST_CANCER, strategy={"name": "server-momentum", "beta": 2})
+        fedsim.Experiment(BREAST_CANCER, strategy={"name": "momentum-with-draws", "beta": 2})
     assert "beta must be in [0, 1), not 2" in str(refused.value)
 
 

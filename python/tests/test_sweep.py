@@ -97,3 +97,12 @@ def test_a_bad_sweep_or_target_is_an_input_error(tmp_path):
     assert not (tmp_path / "out").exists()
     with pytest.raises(fedsim.InputError, match="target"):
         fedsim.report(tmp_path, target=90)
+
+
+def test_a_sweep_given_as_a_dict_plays_as_its_file_does(tmp_path):
+    file = write_sweep(tmp_path)
+    from_dict = fedsim.sweep(json.loads(file.read_text()), tmp_path / "dict", jobs=2)
+    from_file = fedsim.sweep(file, tmp_path / "file", jobs=2)
+    assert accuracy_columns(from_dict.folder) == accuracy_columns(from_file.folder)
+    with pytest.raises(fedsim.InputError, match="<dict>"):
+        fedsim.sweep({"name": "no-base"}, tmp_path / "bad")

@@ -49,6 +49,11 @@ pub use byzantine::{Attack, ByzantineConfig};
 pub struct ExperimentConfig {
     /// Short name; the run folder is `runs/<name>-<timestamp>`. Letters, digits, `-`, `_`, `.`.
     pub name: String,
+    /// What reports call this run's configuration in their tables and legends; a sweep sets it
+    /// to its variant's name. Absent, a report names a configuration by the settings that set it
+    /// apart from the others compared. It changes no result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// The experiment seed; every random choice derives from it.
     #[serde(default)]
     pub seed: u64,

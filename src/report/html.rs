@@ -16,6 +16,9 @@ pub const FAILED_NOTE: &str = "These runs ended with an error and are not in the
      charts; each folder keeps its error in failure.json and its finished rounds in \
      metrics.jsonl.";
 
+/// The heading of the settings every compared run shares.
+pub const SHARED_HEADING: &str = "Settings the runs share";
+
 /// A report page's parts.
 pub struct Page<'a> {
     /// Its title.
@@ -24,6 +27,8 @@ pub struct Page<'a> {
     pub about: &'a [String],
     /// The configurations' table.
     pub table: &'a TextTable,
+    /// The settings every run shares, as `(path, value)`: what the table's labels leave out.
+    pub shared: &'a [(String, String)],
     /// The runs that failed, one line each with its error.
     pub failed: &'a [String],
     /// The charts.
@@ -31,8 +36,8 @@ pub struct Page<'a> {
 }
 
 impl Page<'_> {
-    /// The page: the title, the lines about the inputs, the table, the failed runs (if any)
-    /// and the figures.
+    /// The page: the title, the lines about the inputs, the table, the settings the runs
+    /// share, the failed runs (if any) and the figures.
     pub fn render(&self) -> String {
         let title = escape(self.title);
         let mut html = format!(
@@ -42,6 +47,13 @@ impl Page<'_> {
             html += &format!("<p>{}</p>\n", escape(line));
         }
         html += &table(self.table);
+        if !self.shared.is_empty() {
+            html += &format!("<h2>{SHARED_HEADING}</h2>\n<ul class=\"settings\">\n");
+            for (path, value) in self.shared {
+                html += &format!("<li><code>{}</code>: {}</li>\n", escape(path), escape(value));
+            }
+            html += "</ul>\n";
+        }
         if !self.failed.is_empty() {
             html += &format!(
                 "<h2>Failed runs</h2>\n<p class=\"note\">{}</p>\n<ul class=\"failed\">\n",
@@ -90,6 +102,7 @@ table{border-collapse:collapse;font-size:14px}th,td{border:1px solid #ccc;paddin
 th{background:#f3f3f3}td:not(:first-child){font-variant-numeric:tabular-nums}\
 .note,figcaption{font-size:13px;color:#555}figure{margin:2em 0}\
 .failed li{color:#a00;margin:.3em 0}\
+.settings{columns:2;font-size:13px;padding-left:1.2em}.settings li{break-inside:avoid}\
 svg{max-width:100%;height:auto}";
 
 /// `text` with HTML's special characters escaped.
@@ -116,6 +129,7 @@ mod tests {
             title: "t",
             about: &["x & y".into()],
             table: &table,
+            shared: &[("model".into(), "mlp".into())],
             failed: &[],
             figures: &[Figure { caption: "c", svg }],
         };
@@ -123,6 +137,7 @@ mod tests {
         assert!(html.contains("<td>a&lt;b</td>"));
         assert!(html.contains("<p>x &amp; y</p>"));
         assert!(html.contains(svg));
+        assert!(html.contains("<li><code>model</code>: mlp</li>"));
         assert!(!html.contains("Failed runs"));
         let failed = ["runs/s/a: training diverged <here>".to_string()];
         let html = Page {

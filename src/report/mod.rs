@@ -70,16 +70,18 @@ pub fn write_report(
         .map(|c| Row::of(c, options.target))
         .collect();
     let text_table = TextTable::new(&rows, options.target);
-    let mut charts = curve_charts(&configurations)?;
+    let mut charts = curve_charts(&configurations, options.target)?;
     let (label_charts, unavailable) = label_charts(&configurations, registry);
     charts.extend(label_charts);
     left_out.extend(unavailable);
+
+    let shared = runs::shared_settings(&configurations);
 
     let mut report = ReportFolder::create(out)?;
     report.write("summary.csv", &table::csv(&rows))?;
     report.write(
         "summary.md",
-        &(text_table.markdown() + &failed_markdown(&failures)),
+        &(text_table.markdown() + &shared_markdown(&shared) + &failed_markdown(&failures)),
     )?;
     for chart in &charts {
         report.write(&format!("plots/{}", chart.file), &chart.svg)?;
@@ -108,6 +110,7 @@ pub fn write_report(
         title: &title,
         about: &about,
         table: &text_table,
+        shared: &shared,
         failed: &failures,
         figures: &figures,
     };
@@ -118,6 +121,18 @@ pub fn write_report(
         left_out,
         failed,
     })
+}
+
+/// The settings section of `summary.md`: what every run compared shares, by path.
+fn shared_markdown(shared: &[(String, String)]) -> String {
+    if shared.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n## {}\n\n", html::SHARED_HEADING);
+    for (path, value) in shared {
+        out += &format!("- `{path}`: {value}\n");
+    }
+    out
 }
 
 /// The failed runs' section of `summary.md`: nothing when none failed.
@@ -151,9 +166,12 @@ struct Chart {
 }
 
 /// The curve charts: accuracy by round, by simulated time (where the clock ran) and by
-/// server bytes, the clients' own accuracy by round (where runs scored them), and the
-/// training loss by round.
-fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportError> {
+/// server bytes, each with a line at `target` if one is given, the clients' own accuracy by
+/// round (where runs scored them), and the training loss by round.
+fn curve_charts(
+    configurations: &[Configuration],
+    target: Option<f64>,
+) -> Result<Vec<Chart>, ReportError> {
     let accuracy: fn(&RoundRecord) -> Option<f64> = |r| r.test_accuracy;
     let curves = |x: plots::XOf, y: fn(&RoundRecord) -> Option<f64>| -> Vec<Curve> {
         configurations
@@ -161,8 +179,15 @@ fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportEr
             .map(|c| plots::curve(c, x, y))
             .collect()
     };
-    let band = "Lines are the mean over a configuration's seeds; bands span its lowest and \
-                highest seed";
+    let band = match configurations.iter().any(|c| c.runs.len() > 1) {
+        true => {
+            "Lines are the mean over a configuration's seeds; bands span its lowest and \
+             highest seed"
+        }
+        false => "Each line is one run (one seed a configuration)",
+    };
+    let target_text = target.map(|t| format!("target {}%", 100.0 * t));
+    let target = target.zip(target_text.as_deref());
     let mut specs = vec![(
         "accuracy-by-round.svg",
         Axes {
@@ -170,6 +195,7 @@ fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportEr
             x: "round",
             y: "test accuracy (%)",
             y_scale: 100.0,
+            target,
         },
         curves(plots::rounds, accuracy),
     )];
@@ -181,6 +207,7 @@ fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportEr
                 x: "simulated time (s)",
                 y: "test accuracy (%)",
                 y_scale: 100.0,
+                target,
             },
             curves(plots::sim_time, accuracy),
         ));
@@ -192,6 +219,7 @@ fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportEr
             x: "MB sent over the server's links, down and up",
             y: "test accuracy (%)",
             y_scale: 100.0,
+            target,
         },
         curves(plots::server_megabytes, accuracy),
     ));
@@ -210,6 +238,7 @@ fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportEr
                 x: "round",
                 y: "mean client accuracy (%)",
                 y_scale: 100.0,
+                target: None,
             },
             curves(plots::rounds, clients),
         ));
@@ -221,6 +250,7 @@ fn curve_charts(configurations: &[Configuration]) -> Result<Vec<Chart>, ReportEr
             x: "round",
             y: "mean local training loss",
             y_scale: 1.0,
+            target: None,
         },
         curves(plots::rounds, |r| r.train_loss),
     ));

@@ -152,21 +152,57 @@ pub struct Axes<'a> {
     pub y: &'a str,
     /// What y values are multiplied by before drawing (100 for fractions shown in percent).
     pub y_scale: f64,
+    /// A level of y to draw across the chart, dashed in grey, with its legend text: the
+    /// target accuracy a report was asked about.
+    pub target: Option<(f64, &'a str)>,
+}
+
+/// The colour of a target's line.
+const TARGET_COLOUR: RGBColor = RGBColor(110, 110, 110);
+
+/// For each curve, the earlier curve whose line it would hide under (the same points), if
+/// any: such a curve is drawn dashed over the other and its legend says so.
+fn hidden_under(curves: &[Curve]) -> Vec<Option<usize>> {
+    let line = |curve: &Curve| -> Vec<(f64, f64)> {
+        curve.points.iter().map(|p| (p.x, p.mean)).collect()
+    };
+    curves
+        .iter()
+        .enumerate()
+        .map(|(i, curve)| {
+            let own = line(curve);
+            curves[..i]
+                .iter()
+                .position(|earlier| !own.is_empty() && line(earlier) == own)
+        })
+        .collect()
 }
 
 /// A line chart of `curves`, each in a band over its seeds, with a legend at the right.
 pub fn line_chart(axes: Axes<'_>, curves: &[Curve]) -> Result<String, DrawError> {
+    let under = hidden_under(curves);
+    let mut labels: Vec<String> = curves
+        .iter()
+        .zip(&under)
+        .map(|(curve, under)| match under {
+            Some(other) => format!("{} (same line as {})", curve.label, curves[*other].label),
+            None => curve.label.clone(),
+        })
+        .collect();
+    labels.extend(axes.target.map(|(_, text)| text.to_string()));
+    let dashed = |i: usize| i >= LINE_COLOURS.len() || under.get(i).is_some_and(Option::is_some);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE)?;
         let titled = root.titled(axes.title, (FONT, 24))?;
-        let legend_width = legend_width(curves.iter().map(|c| c.label.as_str()));
+        let legend_width = legend_width(labels.iter().map(String::as_str));
         let (plot, legend) = titled.split_horizontally(SIZE.0 - legend_width);
         let points = || curves.iter().flat_map(|c| &c.points);
-        let (x_range, y_range) = ranges(points(), axes.y_scale);
-        let mut chart = axes_on(&plot, (x_range, y_range), (axes.x, axes.y), true)?;
         let scale = axes.y_scale;
+        let target = axes.target.map(|(level, _)| level * scale);
+        let (x_range, y_range) = ranges(points(), scale, target);
+        let mut chart = axes_on(&plot, (x_range.clone(), y_range), (axes.x, axes.y), true)?;
         for (i, curve) in curves.iter().enumerate() {
             let colour = LINE_COLOURS[i % LINE_COLOURS.len()];
             let band: Vec<(f64, f64)> = curve
@@ -183,25 +219,27 @@ pub fn line_chart(axes: Axes<'_>, curves: &[Curve]) -> Result<String, DrawError>
         for (i, curve) in curves.iter().enumerate() {
             let line = curve.points.iter().map(|p| (p.x, p.mean * scale));
             let style = line_style(i);
-            if i < LINE_COLOURS.len() {
-                chart.draw_series(LineSeries::new(line, style))?;
-            } else {
+            if dashed(i) {
                 chart.draw_series(DashedLineSeries::new(line, 9, 5, style))?;
+            } else {
+                chart.draw_series(LineSeries::new(line, style))?;
             }
         }
-        draw_legend(
-            &legend,
-            curves.iter().map(|c| c.label.as_str()),
-            |i, area, y| {
-                let segment = [(8, y), (44, y)];
-                if i < LINE_COLOURS.len() {
-                    area.draw(&PathElement::new(segment, line_style(i)))?;
-                } else {
-                    area.draw(&DashedPathElement::new(segment, 9, 5, line_style(i)))?;
-                }
-                Ok(())
-            },
-        )?;
+        if let Some(level) = target {
+            let across = [(x_range.start, level), (x_range.end, level)];
+            chart.draw_series(DashedLineSeries::new(across, 6, 6, target_style()))?;
+        }
+        draw_legend(&legend, labels.iter().map(String::as_str), |i, area, y| {
+            let segment = [(8, y), (44, y)];
+            if i == curves.len() {
+                area.draw(&DashedPathElement::new(segment, 6, 6, target_style()))?;
+            } else if dashed(i) {
+                area.draw(&DashedPathElement::new(segment, 9, 5, line_style(i)))?;
+            } else {
+                area.draw(&PathElement::new(segment, line_style(i)))?;
+            }
+            Ok(())
+        })?;
         root.present()?;
     }
     Ok(svg)
@@ -249,15 +287,22 @@ fn tick(value: &f64) -> String {
     }
 }
 
+/// The style of a target's line.
+fn target_style() -> ShapeStyle {
+    TARGET_COLOUR.stroke_width(2)
+}
+
 /// The style of the `i`th configuration's line.
 fn line_style(i: usize) -> ShapeStyle {
     LINE_COLOURS[i % LINE_COLOURS.len()].stroke_width(3)
 }
 
-/// The axis ranges that hold every point's band, y times `y_scale`, with a little room.
+/// The axis ranges that hold every point's band, y times `y_scale`, and the level `also`
+/// (already scaled), with a little room.
 fn ranges<'a>(
     points: impl Iterator<Item = &'a Point> + Clone,
     y_scale: f64,
+    also: Option<f64>,
 ) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
     let fold = |values: &mut dyn Iterator<Item = f64>| {
         values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
@@ -265,7 +310,12 @@ fn ranges<'a>(
         })
     };
     let (x_low, x_high) = fold(&mut points.clone().map(|p| p.x));
-    let (y_low, y_high) = fold(&mut points.flat_map(|p| [p.low, p.high]).map(|y| y * y_scale));
+    let (y_low, y_high) = fold(
+        &mut points
+            .flat_map(|p| [p.low, p.high])
+            .map(|y| y * y_scale)
+            .chain(also),
+    );
     let widen = |low: f64, high: f64| {
         if !low.is_finite() {
             return 0.0..1.0;
@@ -374,6 +424,7 @@ mod tests {
         };
         let configuration = Configuration {
             label: "a".into(),
+            settings: Default::default(),
             runs: vec![run([0.2, 0.6]), run([0.4, 0.5]), run([0.3, 0.7])],
         };
         let curve = curve(&configuration, rounds, |r| r.test_accuracy);
@@ -385,6 +436,44 @@ mod tests {
         assert!(close(first.low, 0.2) && close(first.high, 0.4));
         assert!(close(second.x, 2.0) && close(second.mean, 0.6));
         assert!(close(second.low, 0.5) && close(second.high, 0.7));
+    }
+
+    #[test]
+    fn a_line_under_an_equal_one_is_dashed_and_named_and_a_target_is_drawn() {
+        let curve = |label: &str, ys: [f64; 2]| Curve {
+            label: label.into(),
+            points: ys
+                .iter()
+                .zip([1.0, 2.0])
+                .map(|(&y, x)| Point {
+                    x,
+                    mean: y,
+                    low: y,
+                    high: y,
+                })
+                .collect(),
+        };
+        let curves = [
+            curve("flat", [0.5, 0.9]),
+            curve("relay", [0.5, 0.9]),
+            curve("other", [0.4, 0.8]),
+        ];
+        assert_eq!(hidden_under(&curves), [None, Some(0), None]);
+        let axes = Axes {
+            title: "t",
+            x: "round",
+            y: "test accuracy (%)",
+            y_scale: 100.0,
+            target: Some((0.95, "target 95%")),
+        };
+        let svg = line_chart(axes, &curves).unwrap();
+        assert!(svg.contains("relay (same line as flat)"), "{svg}");
+        assert!(svg.contains("target 95%"));
+        // A dashed line is drawn as many short segments: the second line's colour (orange)
+        // and the target's grey are, the first line's (blue) is one stroke and its key.
+        let strokes = |colour: &str| svg.matches(&format!("stroke=\"{colour}\"")).count();
+        assert_eq!(strokes("#0072B2"), 2);
+        assert!(strokes("#E69F00") > 10 && strokes("#6E6E6E") > 10);
     }
 
     #[test]
@@ -403,6 +492,7 @@ mod tests {
         };
         let configuration = Configuration {
             label: "a".into(),
+            settings: Default::default(),
             runs: vec![
                 run(vec![unevaluated(1), record(2, 0.4), record(3, 0.8)]),
                 run(vec![unevaluated(1), unevaluated(2), record(3, 0.6)]),

@@ -60,16 +60,22 @@ pub struct Found {
 /// Runs of one configuration, which differ only in their seed.
 #[derive(Debug, Clone)]
 pub struct Configuration {
-    /// What sets it apart from the other configurations, e.g. `fedprox, mu=0.01, alpha=0.1`.
+    /// What sets it apart from the other configurations, e.g. `fedprox, mu=0.01, alpha=0.1`:
+    /// its runs' `label` (a sweep's variant name) where they have one, then what differs
+    /// between the configurations of one label.
     pub label: String,
+    /// Its settings: the config's leaves by dotted path, the partition as one value, without
+    /// the name, label and seed and what does not change results.
+    pub settings: BTreeMap<String, Value>,
     /// Its runs, in seed order.
     pub runs: Vec<Run>,
 }
 
 /// The settings that do not define a configuration: the name, the seed being aggregated over,
 /// and those that do not change results.
-const NOT_SETTINGS: [&str; 6] = [
+const NOT_SETTINGS: [&str; 7] = [
     "name",
+    "label",
     "seed",
     "federation.num_parallels",
     "checkpoint.every",
@@ -214,24 +220,62 @@ fn read(dir: &Path) -> Result<Run, ReportError> {
 /// each one's runs in seed order.
 /// Partitions are labelled as `registry`'s schemes show them.
 pub fn group(runs: Vec<Run>, registry: &Registry) -> Vec<Configuration> {
-    let mut groups: Vec<(BTreeMap<String, Value>, Vec<Run>)> = Vec::new();
+    let mut groups: Vec<(Named, Vec<Run>)> = Vec::new();
     for run in runs {
-        let settings = settings(&run.config, registry);
-        match groups.iter_mut().find(|(s, _)| *s == settings) {
+        let key = Named {
+            name: run.config.get("label").and_then(Value::as_str).map(str::to_string),
+            settings: settings(&run.config, registry),
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(run),
-            None => groups.push((settings, vec![run])),
+            None => groups.push((key, vec![run])),
         }
     }
-    let labels = labels(&groups.iter().map(|(s, _)| s).collect::<Vec<_>>());
+    let labels = labels(&groups.iter().map(|(k, _)| k).collect::<Vec<_>>());
     groups
         .into_iter()
         .zip(labels)
-        .map(|((_, mut runs), label)| {
+        .map(|((key, mut runs), label)| {
             runs.sort_by_key(|run| run.config.get("seed").and_then(Value::as_u64));
-            let label = label.unwrap_or_else(|| name_of(&runs[0].config).to_string());
-            Configuration { label, runs }
+            let label = label
+                .or(key.name.clone())
+                .unwrap_or_else(|| name_of(&runs[0].config).to_string());
+            Configuration {
+                label,
+                settings: key.settings,
+                runs,
+            }
         })
         .collect()
+}
+
+/// A configuration's settings and the label its runs carry, if any.
+#[derive(Debug, PartialEq)]
+struct Named {
+    name: Option<String>,
+    settings: BTreeMap<String, Value>,
+}
+
+/// The settings every configuration has with one value, as `(path, value)` texts in path
+/// order: what the compared runs share, which their labels leave out.
+pub fn shared_settings(configurations: &[Configuration]) -> Vec<(String, String)> {
+    let Some((first, others)) = configurations.split_first() else {
+        return Vec::new();
+    };
+    first
+        .settings
+        .iter()
+        .filter(|(path, value)| others.iter().all(|c| c.settings.get(*path) == Some(value)))
+        .map(|(path, value)| (path.clone(), shown(value)))
+        .collect()
+}
+
+/// A setting's value as a label shows it: a string without its quotes.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// Keeps one run of each seed in each configuration: two runs of one configuration and seed
@@ -271,23 +315,55 @@ fn model_of(dir: &Path) -> Result<Vec<u8>, ReportError> {
     fs::read(&path).map_err(ReportError::read(&path))
 }
 
-/// Each configuration's label: the values of the fields whose present values differ
-/// between configurations (a field only some have, such as FedProx's `mu` beside FedAvg,
-/// is told by the algorithm's name), or of every field that differs in any way where that
-/// leaves two labels equal. `None` when nothing differs.
-fn labels(all: &[&BTreeMap<String, Value>]) -> Vec<Option<String>> {
+/// Each configuration's label: its runs' own label (a sweep's variant name) if they carry
+/// one, then the values of the fields whose present values differ between configurations (a
+/// field only some have, such as FedProx's `mu` beside FedAvg, is told by the algorithm's
+/// name), or of every field that differs in any way where that leaves two labels equal. A
+/// field whose value the runs' labels tell (one value under each label: what a variant sets)
+/// is left to them. `None` when nothing differs and no label is given.
+fn labels(all: &[&Named]) -> Vec<Option<String>> {
+    let settings: Vec<&BTreeMap<String, Value>> = all.iter().map(|n| &n.settings).collect();
+    // One name over every configuration (a sweep of one variant) tells none apart.
+    let names: BTreeSet<&Option<String>> = all.iter().map(|n| &n.name).collect();
+    let named = names.len() > 1;
     let with = |varying: Vec<String>| -> Vec<Option<String>> {
+        let varying = match named {
+            true => untold_by_names(all, varying),
+            false => varying,
+        };
         all.iter()
-            .map(|settings| label(settings, &varying))
+            .map(|named_config| {
+                let told = label(&named_config.settings, &varying);
+                let name = named_config.name.as_ref().filter(|_| named);
+                match (name, told) {
+                    (Some(name), Some(told)) => Some(format!("{name}, {told}")),
+                    (Some(name), None) => Some(name.clone()),
+                    (None, told) => told,
+                }
+            })
             .collect()
     };
-    let short = with(varying_paths(all, false));
+    let short = with(varying_paths(&settings, false));
     let distinct: BTreeSet<&Option<String>> = short.iter().collect();
     if distinct.len() == short.len() {
         short
     } else {
-        with(varying_paths(all, true))
+        with(varying_paths(&settings, true))
     }
+}
+
+/// The paths of `varying` whose value differs between two configurations of one name (or
+/// two without one): those the names do not tell.
+fn untold_by_names(all: &[&Named], varying: Vec<String>) -> Vec<String> {
+    varying
+        .into_iter()
+        .filter(|path| {
+            all.iter().any(|a| {
+                all.iter()
+                    .any(|b| a.name == b.name && a.settings.get(path) != b.settings.get(path))
+            })
+        })
+        .collect()
 }
 
 /// A config's leaf values by dotted path, without the fields in [`NOT_SETTINGS`]. The
@@ -373,10 +449,7 @@ fn label(settings: &BTreeMap<String, Value>, varying: &[String]) -> Option<Strin
     for path in ordered {
         match settings.get(path) {
             Some(value) => {
-                let shown = match value {
-                    Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                };
+                let shown = shown(value);
                 present.push(match (is_kind(path), ambiguous(path)) {
                     (true, _) => shown,
                     (false, false) => format!("{}={shown}", leaf(path)),
@@ -480,6 +553,47 @@ mod tests {
             .map(|c| c.label)
             .collect();
         assert_eq!(labels, ["sign_flip, fraction=0.2", "no byzantine"]);
+    }
+
+    #[test]
+    fn runs_labelled_by_a_sweeps_variants_are_called_by_them_and_by_what_varies_within_them() {
+        // The variants of tutorial step 5 (one sets a deadline, the other nothing) crossed
+        // with a grid of the learning rate.
+        let config = |label: &str, deadline: Option<f64>, lr: f64| {
+            let mut config = json!({"name": "s", "label": label, "client": {"lr": lr},
+                                    "availability": {"dropout": 0.1}});
+            if let Some(deadline) = deadline {
+                config["availability"]["deadline_s"] = json!(deadline);
+            }
+            config
+        };
+        let configs = group(vec![
+            run(config("wait-for-all", None, 0.1)),
+            run(config("deadline", Some(1.5), 0.1)),
+            run(config("wait-for-all", None, 0.05)),
+            run(config("deadline", Some(1.5), 0.05)),
+        ]);
+        let labels: Vec<&str> = configs.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "wait-for-all, lr=0.1",
+                "deadline, lr=0.1",
+                "wait-for-all, lr=0.05",
+                "deadline, lr=0.05"
+            ]
+        );
+        let shared = shared_settings(&configs);
+        assert_eq!(shared, [("availability.dropout".to_string(), "0.1".to_string())]);
+        // One variant crossed with a grid: its name tells nothing apart, and names a report of
+        // one configuration.
+        let single = group(vec![
+            run(config("non-iid", None, 0.1)),
+            run(config("non-iid", None, 0.05)),
+        ]);
+        let labels: Vec<&str> = single.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(labels, ["lr=0.1", "lr=0.05"]);
+        assert_eq!(group(vec![run(config("deadline", Some(1.5), 0.1))])[0].label, "deadline");
     }
 
     #[test]

@@ -335,10 +335,15 @@ impl TextTable {
             .iter()
             .map(|row| Self::cells(row, &tiers, with_clock, with_clients))
             .collect();
-        let mut note = "Each figure is the mean over the seeds ± their standard deviation, with \
-                        the 95% confidence interval of the mean in brackets (Student's t; none \
-                        for one seed)."
-            .to_string();
+        let mut note = match rows.iter().any(|r| r.final_accuracy.n > 1) {
+            true => "Each figure is the mean over the seeds ± their standard deviation, with \
+                     the 95% confidence interval of the mean in brackets (Student's t; none \
+                     for one seed)."
+                .to_string(),
+            false => "Each configuration ran with one seed: its figures are that run's (more \
+                      seeds give a mean, a deviation and an interval)."
+                .to_string(),
+        };
         if target.is_some() {
             note += " Rounds and simulated seconds to the target count only the seeds that \
                      reached it.";
