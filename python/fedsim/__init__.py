@@ -17,10 +17,12 @@ at the next round boundary and :func:`resume` continues it to the same bits. The
 what an experiment can name are tables: :func:`strategies`, :func:`models`, :func:`datasets`,
 :func:`schemes`. :func:`sweep` plays a sweep file and returns its :class:`Report`, which a
 notebook shows inline. A :class:`Strategy` subclass registered with :func:`register_strategy`
-is an algorithm written in NumPy that experiments name as they name the built-ins.
+is an algorithm written in NumPy that experiments name as they name the built-ins, and
+:func:`register_dataset` names NumPy arrays as a data set.
 """
 
 from .catalogue import datasets, models, schemes, strategies
+from .dataset import register_dataset
 from .errors import FedsimError, InputError, Stopped
 from .experiment import Experiment, Run, resume
 from .live import LiveChart
@@ -43,6 +45,7 @@ __all__ = [
     "conformance",
     "datasets",
     "models",
+    "register_dataset",
     "register_strategy",
     "report",
     "resume",

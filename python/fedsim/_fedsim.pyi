@@ -42,3 +42,10 @@ def line_chart(
     curves: List[Tuple[str, List[Tuple[float, float]]]],
     target: Optional[Tuple[float, str]] = None,
 ) -> str: ...
+def register_dataset(
+    name: str,
+    about: str,
+    npy: List[bytes],
+    channels_first: bool,
+    clients: Optional[Tuple[List[int], List[int]]] = None,
+) -> None: ...

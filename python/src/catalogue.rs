@@ -3,7 +3,7 @@
 
 use fedsim::registry::{ComponentInfo, ParamInfo};
 
-use crate::strategy::registry;
+use crate::registry::registry;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde_json::{Value, json};

@@ -8,8 +8,10 @@ use pyo3::prelude::*;
 
 mod catalogue;
 mod chart;
+mod dataset;
 mod errors;
 mod interrupt;
+mod registry;
 mod run;
 mod strategy;
 mod sweep;
@@ -20,6 +22,7 @@ fn _fedsim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     run::register(module)?;
     sweep::register(module)?;
     strategy::register(module)?;
+    dataset::register(module)?;
     chart::register(module)?;
     catalogue::register(module)
 }

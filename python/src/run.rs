@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
-use crate::strategy::registry;
+use crate::registry::registry;
 use fedsim::config::{ConfigError, FieldError, Override};
 use fedsim::output::{Progress, RunFolder};
 use fedsim::registry::Registry;

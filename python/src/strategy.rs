@@ -11,14 +11,16 @@
 //! folder, which resumes from them.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use fedsim::config::check::Problems;
 use fedsim::network::{StateError, Tensors};
-use fedsim::registry::{Origin, Registry, RegistryError};
+use fedsim::registry::Origin;
+
+use crate::registry::registry;
 use fedsim::seed::{self, Purpose};
 use fedsim::strategy::{
-    Aggregate, Algorithm, Collected, EdgeAggregation, Round, Setting, Strategy,
+    Aggregate, Algorithm, Collected, EdgeAggregation, EndRun, Round, Setting, Strategy,
 };
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
@@ -61,62 +63,32 @@ fn conformance(
         })
 }
 
-/// The Python strategies registered in this interpreter, in registration order.
-static REGISTERED: Mutex<Vec<PyAlgorithm>> = Mutex::new(Vec::new());
-
-/// fedsim's built-ins and every strategy registered from Python: what the package's
-/// experiments, sweeps and catalogues read.
-pub(crate) fn registry() -> Registry {
-    let registered = REGISTERED.lock().unwrap_or_else(PoisonError::into_inner);
-    with(&registered).expect("each registration was checked as it was made")
-}
-
-/// The built-ins and `algorithms`, or why they cannot be registered together.
-fn with(algorithms: &[PyAlgorithm]) -> Result<Registry, RegistryError> {
-    let mut builder = Registry::builder().with_builtins();
-    for algorithm in algorithms {
-        builder.origin(algorithm.origin.clone());
-        builder.algorithm(algorithm.clone())?;
-    }
-    Ok(builder.build())
-}
-
 /// Registers the server half `adapter` (a `fedsim.strategy._Adapter` over the user's class)
 /// under `name`, replacing an earlier Python strategy of that name (a notebook cell run
 /// again); `origin` names the class. A built-in's name, or one that is not well formed, is a
 /// `ValueError`.
 #[pyfunction]
 fn register_strategy(name: &str, paper: &str, origin: &str, adapter: Py<PyAny>) -> PyResult<()> {
-    let mut registered = REGISTERED.lock().unwrap_or_else(PoisonError::into_inner);
-    let algorithm = PyAlgorithm {
+    crate::registry::add_algorithm(PyAlgorithm {
         name: leak(name),
         paper: leak(paper),
         origin: Origin::new(origin, env!("CARGO_PKG_VERSION")),
         adapter: Arc::new(adapter),
-    };
-    let mut next: Vec<PyAlgorithm> = registered
-        .iter()
-        .filter(|a| a.name != name)
-        .cloned()
-        .collect();
-    next.push(algorithm);
-    with(&next).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    *registered = next;
-    Ok(())
+    })
 }
 
-/// `text` for as long as the process lives: the registry names algorithms by `&'static str`,
-/// and a Python strategy is registered once or a few times a session.
-fn leak(text: &str) -> &'static str {
+/// `text` for as long as the process lives: the registry names components by `&'static str`,
+/// and a Python strategy or data set is registered once or a few times a session.
+pub(crate) fn leak(text: &str) -> &'static str {
     Box::leak(text.to_string().into_boxed_str())
 }
 
 /// A strategy class registered from Python, as the registry holds an algorithm.
 #[derive(Clone)]
-struct PyAlgorithm {
-    name: &'static str,
+pub(crate) struct PyAlgorithm {
+    pub(crate) name: &'static str,
     paper: &'static str,
-    origin: Origin,
+    pub(crate) origin: Origin,
     /// The `fedsim.strategy._Adapter` that makes instances of the class and calls them.
     adapter: Arc<Py<PyAny>>,
 }
@@ -125,7 +97,7 @@ struct PyAlgorithm {
 /// checks against its `params` and takes as keyword arguments.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(transparent)]
-struct PyParams(Map<String, Value>);
+pub(crate) struct PyParams(Map<String, Value>);
 
 impl PyParams {
     fn json(&self) -> String {
@@ -203,15 +175,13 @@ impl PyAlgorithm {
 }
 
 /// Ends the run because the strategy `name`'s `method` raised `error` (its traceback and
-/// message): the server thread unwinds, the run ends with this text as its error (the
-/// experiment's threads end as when any tier fails), and its folder keeps the rounds before.
-/// `resume_unwind` rather than `panic!`: the text is the error, not a bug to report with a
-/// backtrace.
+/// message), as [`EndRun`] ends one: the run's error gives this text, and its folder keeps the
+/// rounds before.
 fn fail(name: &str, method: &str, round: Option<u32>, error: String) -> ! {
     let when = round.map(|r| format!(" in round {r}")).unwrap_or_default();
-    std::panic::resume_unwind(Box::new(format!(
+    std::panic::resume_unwind(Box::new(EndRun(format!(
         "the Python strategy {name:?} raised in {method}{when}:\n{error}"
-    )))
+    ))))
 }
 
 /// A Python exception as the interpreter prints it: its traceback, then its type and message.

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::strategy::registry;
+use crate::registry::registry;
 use fedsim::Error;
 use fedsim::report::{ReportOptions, write_report};
 use fedsim::sweep::Sweep;

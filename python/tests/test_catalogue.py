@@ -27,8 +27,8 @@ def listed_by_the_command_line(command):
 )
 def test_each_catalogue_lists_what_the_command_line_lists(table, command, monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)
-    # The strategies other tests registered from Python come after the built-ins, which the
-    # command line lists alone.
+    # What other tests registered from Python (strategies, data sets) comes after the
+    # built-ins, which the command line lists alone.
     rows = [row for row in table() if not row["crate"].endswith("(Python)")]
     assert [row["name"] for row in rows] == listed_by_the_command_line(command)
     assert all(row["crate"] == "fedsim" for row in rows)

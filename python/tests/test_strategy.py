@@ -150,6 +150,7 @@ def test_an_exception_in_aggregate_ends_the_run_with_its_traceback_and_a_resumab
     assert 'the Python strategy "fails-in-round-3" raised in aggregate in round 3' in message
     assert "ArithmeticError: no third round here" in message
     assert "Traceback" in message
+    assert "the server ended the run" in message and "panicked" not in message
     finished = (tmp_path / "failing" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["round"] for line in finished] == [1, 2]
 

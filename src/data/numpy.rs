@@ -132,13 +132,25 @@ pub fn load(config: &NumpyConfig) -> Result<TrainTest, DataError> {
             read(ARRAYS[3])?,
         ]
     };
+    let mut splits = from_arrays(arrays, config.channels, &config.path)?;
+    splits.files = reader.into_files();
+    Ok(splits)
+}
+
+/// The training and test splits of the arrays `x_train`, `y_train`, `x_test` and `y_test` (in
+/// that order), checked as a file's are; `origin` names them where both splits are at fault.
+/// Arrays made in memory (a Python data set's) go through here as a file's do.
+pub fn from_arrays(
+    arrays: [Array; 4],
+    channels: Channels,
+    origin: &Path,
+) -> Result<TrainTest, DataError> {
     let [x_train, y_train, x_test, y_test] = arrays;
-    let files = reader.into_files();
-    let train = dataset(x_train, y_train, config.channels)?;
-    let test = dataset(x_test, y_test, config.channels)?;
+    let train = dataset(x_train, y_train, channels)?;
+    let test = dataset(x_test, y_test, channels)?;
     if test.shape().sample != train.shape().sample {
         return Err(DataError::Corrupt {
-            path: config.path.clone(),
+            path: origin.to_path_buf(),
             reason: format!(
                 "holds test samples of {} and training samples of {}; they must match",
                 test.shape().sample,
@@ -151,7 +163,7 @@ pub fn load(config: &NumpyConfig) -> Result<TrainTest, DataError> {
         train: train.with_classes(num_classes),
         test: test.with_classes(num_classes),
         natural: None,
-        files,
+        files: Vec::new(),
     })
 }
 

@@ -74,6 +74,7 @@ pub use selection::{Candidates, Selector, Uniform};
 pub use trimmed_mean::{TrimmedMean, TrimmedMeanServer};
 
 pub use crate::local::Objective;
+pub use crate::topology::EndRun;
 
 use crate::config::ExperimentConfig;
 use crate::config::check::Problems;

@@ -34,6 +34,14 @@ use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
 use crate::training::{ClientTrainer, panic_message};
 
+/// What a tier's code unwinds with to end the run on purpose, with the reason the run's error
+/// gives: `std::panic::resume_unwind(Box::new(EndRun(reason)))`. For code that cannot return an
+/// error where it fails (a [`crate::strategy::Strategy`] whose Python half raised): the tier's
+/// thread unwinds, the others end as when any tier fails, the run folder keeps the rounds
+/// before, and `resume_unwind` prints no panic message, since nothing is a bug.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndRun(pub String);
+
 /// Why a federation stopped before its last round.
 #[derive(Debug, thiserror::Error)]
 pub enum FederationError {
@@ -48,6 +56,15 @@ pub enum FederationError {
         path: Vec<NodeId>,
         /// The error or panic message.
         error: String,
+    },
+    /// A tier's code ended the run on purpose ([`EndRun`]): a plug-in's server half that
+    /// cannot go on (a strategy written in Python raised), with its reason.
+    #[error("the {tier} ended the run: {reason}")]
+    Ended {
+        /// Which tier, as a place in the tree.
+        tier: String,
+        /// Why, as the code that ended it says.
+        reason: String,
     },
     /// A tier's thread ended without the shutdown protocol, usually because it panicked.
     #[error("the {tier} stopped unexpectedly{}", detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
@@ -106,7 +123,8 @@ impl FederationError {
             FederationError::ClientFailed { .. }
             | FederationError::Protocol { .. }
             | FederationError::Selection { .. }
-            | FederationError::NoneOnline { .. } => 3,
+            | FederationError::NoneOnline { .. }
+            | FederationError::Ended { .. } => 3,
             FederationError::Stopped => 4,
         }
     }
@@ -393,10 +411,14 @@ fn join<T>(
     handle: thread::ScopedJoinHandle<'_, Result<T, FederationError>>,
     place: &str,
 ) -> Result<T, FederationError> {
-    handle.join().unwrap_or_else(|panic| {
-        Err(FederationError::TierLost {
+    handle.join().unwrap_or_else(|panic| match panic.downcast::<EndRun>() {
+        Ok(ended) => Err(FederationError::Ended {
+            tier: place.to_string(),
+            reason: ended.0,
+        }),
+        Err(panic) => Err(FederationError::TierLost {
             tier: place.to_string(),
             detail: Some(format!("panicked: {}", panic_message(panic.as_ref()))),
-        })
+        }),
     })
 }
