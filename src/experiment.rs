@@ -356,10 +356,11 @@ impl Experiment {
     /// The experiment's algorithm on the server, as it starts.
     fn server_side(&self) -> ServerSide {
         let setting = self.setting();
-        ServerSide {
-            half: self.algorithm.server_half(&setting, self.layout().len()),
-            selector: self.algorithm.selector(&setting),
-        }
+        let mut half = self.algorithm.server_half(&setting, self.layout().len());
+        let selector = half
+            .selector()
+            .unwrap_or_else(|| self.algorithm.selector(&setting));
+        ServerSide { half, selector }
     }
 
     /// Plays the rounds after the one the run stands at, showing each on `watch.progress`.

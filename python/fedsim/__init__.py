@@ -27,9 +27,18 @@ from .errors import FedsimError, InputError, Stopped
 from .experiment import Experiment, Run, resume
 from .live import LiveChart
 from .report import Chart, Report, report, sweep
-from .strategy import Round, Setting, Strategy, Updates, conformance, register_strategy
+from .strategy import (
+    Candidates,
+    Round,
+    Setting,
+    Strategy,
+    Updates,
+    conformance,
+    register_strategy,
+)
 
 __all__ = [
+    "Candidates",
     "Chart",
     "Experiment",
     "FedsimError",

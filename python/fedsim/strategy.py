@@ -27,7 +27,19 @@ import inspect
 import os
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Type, Union
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
 
 import numpy as np
 
@@ -88,6 +100,31 @@ class Updates:
         return (self.samples / self.samples.sum()).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """The clients a round may choose from, in id order, with what the server has seen of each
+    (NaN where it has seen nothing: a client it never took an update from)."""
+
+    round: int
+    """The round, from 1."""
+    online: np.ndarray
+    """The ids of the clients online now (int64): choose among them."""
+    samples: np.ndarray
+    """Each one's training samples (int64)."""
+    wanted: int
+    """How many clients to choose."""
+    now_s: float
+    """Simulated seconds since the run started."""
+    last_round: np.ndarray
+    """The last round whose update the server took from each (float64; NaN: never)."""
+    last_loss: np.ndarray
+    """The training loss each reported then (float64)."""
+    last_train_s: np.ndarray
+    """Simulated seconds its local work then took (float64)."""
+    last_upload_s: np.ndarray
+    """Simulated seconds its update then took to reach the server (float64)."""
+
+
 class Strategy:
     """The server half of an FL algorithm, written in Python.
 
@@ -126,6 +163,13 @@ class Strategy:
         current one and the round's updates; with a dict of named numbers for the round's
         record, as a pair, if it has any. Draw any randomness from ``rng``."""
         raise NotImplementedError(f"{type(self).__name__} must define aggregate()")
+
+    def select(self, candidates: "Candidates", rng: np.random.Generator) -> Sequence[int]:
+        """The clients to train this round: ``candidates.wanted`` distinct ids among
+        ``candidates.online``, in any order, drawn from ``rng`` where the choice is random. It
+        is called on the instance that aggregates, before the round starts. A class that does
+        not define it leaves the choice to fedsim: every online client equally likely."""
+        raise NotImplementedError("fedsim chooses uniformly when select() is not defined")
 
     def state(self) -> Dict[str, np.ndarray]:
         """What the rule remembers between rounds, as named float32 arrays, for checkpoints
@@ -260,6 +304,47 @@ class _Instance:
                 " (convert with .astype(np.float32) where the rounding is yours to choose)"
             )
         return np.ascontiguousarray(model), [(str(k), float(v)) for k, v in metrics.items()]
+
+    @property
+    def selects(self) -> bool:
+        """Whether the class chooses who trains."""
+        return type(self.strategy).select is not Strategy.select
+
+    def select(
+        self,
+        *,
+        number: int,
+        online: np.ndarray,
+        samples: np.ndarray,
+        wanted: int,
+        now_s: float,
+        last_round: np.ndarray,
+        last_loss: np.ndarray,
+        last_train_s: np.ndarray,
+        last_upload_s: np.ndarray,
+        rng_seed: int,
+    ) -> List[int]:
+        for array in (online, samples, last_round, last_loss, last_train_s, last_upload_s):
+            array.flags.writeable = False
+        candidates = Candidates(
+            round=number,
+            online=online.astype(np.int64),
+            samples=samples.astype(np.int64),
+            wanted=wanted,
+            now_s=now_s,
+            last_round=last_round,
+            last_loss=last_loss,
+            last_train_s=last_train_s,
+            last_upload_s=last_upload_s,
+        )
+        rng = np.random.Generator(np.random.PCG64(rng_seed))
+        chosen = [int(c) for c in np.asarray(self.strategy.select(candidates, rng)).ravel()]
+        allowed = set(candidates.online.tolist())
+        if len(chosen) != wanted or len(set(chosen)) != wanted or not set(chosen) <= allowed:
+            raise ValueError(
+                f"select() must return {wanted} distinct ids of candidates.online, not {chosen}"
+            )
+        return chosen
 
     def state(self) -> List[Tuple[str, np.ndarray]]:
         return _float32_arrays(self.strategy.state(), "state()")

@@ -1,4 +1,5 @@
-//! Strategies written in Python: a class with the server half's methods (`fedsim.Strategy`),
+//! Strategies written in Python: a class with the server half's methods (`fedsim.Strategy`:
+//! what goes down, the aggregation, what it keeps, and optionally who trains),
 //! registered by name beside the built-ins, so that an experiment, a sweep and the conformance
 //! kit name it as they name `fedavg`. Only the server half: its clients train as FedAvg's do,
 //! in Rust, since a Python call per batch would cost the simulator its speed and its bits.
@@ -18,15 +19,19 @@ use fedsim::network::{StateError, Tensors};
 use fedsim::registry::Origin;
 
 use crate::registry::registry;
+use fedsim::history::Seen;
+use fedsim::network::ClientId;
 use fedsim::seed::{self, Purpose};
 use fedsim::strategy::{
-    Aggregate, Algorithm, Collected, EdgeAggregation, EndRun, Round, Setting, Strategy,
+    Aggregate, Algorithm, Candidates, Collected, EdgeAggregation, EndRun, Round, Selector, Setting,
+    Strategy,
 };
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rand::RngExt;
+use rand_chacha::ChaCha12Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -281,6 +286,19 @@ impl Strategy for PyServer {
         })
     }
 
+    /// The class's `select`, if it defines one, called on this instance.
+    fn selector(&mut self) -> Option<Box<dyn Selector>> {
+        let selects = self.call("select", None, |_, instance| {
+            instance.getattr("selects")?.extract::<bool>()
+        });
+        selects.then(|| {
+            Box::new(PySelector {
+                name: self.name,
+                instance: Python::attach(|py| self.instance.clone_ref(py)),
+            }) as Box<dyn Selector>
+        })
+    }
+
     /// A checkpoint the class refuses (its `restore` raises) is one that does not fit the run,
     /// as a built-in's missing tensor is.
     fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
@@ -298,5 +316,61 @@ impl Strategy for PyServer {
                 )
             }))
         })
+    }
+}
+
+/// A Python strategy's choice of who trains: its `select`, called on the instance that
+/// aggregates, so the two share what the instance keeps.
+struct PySelector {
+    name: &'static str,
+    instance: Py<PyAny>,
+}
+
+impl Selector for PySelector {
+    fn select(&mut self, candidates: &Candidates<'_>, rng: &mut ChaCha12Rng) -> Vec<ClientId> {
+        let rng_seed: u64 = rng.random();
+        let round = Some(candidates.round);
+        let chosen: PyResult<Vec<u64>> = Python::attach(|py| {
+            let online = candidates.online;
+            let seen: Vec<Seen> = online
+                .iter()
+                .map(|c| candidates.history.get(c.id))
+                .collect();
+            let or_nan = |value: Option<f64>| value.unwrap_or(f64::NAN);
+            let column = |of: fn(&Seen) -> Option<f64>| -> Vec<f64> {
+                seen.iter().map(|s| or_nan(of(s))).collect()
+            };
+            let arguments = PyDict::new(py);
+            arguments.set_item("number", candidates.round)?;
+            let ids: Vec<u64> = online.iter().map(|c| c.id as u64).collect();
+            let samples: Vec<u64> = online.iter().map(|c| c.num_samples as u64).collect();
+            arguments.set_item("online", PyArray1::from_vec(py, ids))?;
+            arguments.set_item("samples", PyArray1::from_vec(py, samples))?;
+            arguments.set_item("wanted", candidates.wanted)?;
+            arguments.set_item("now_s", candidates.now_s)?;
+            let last_round = column(|s| s.last_round.map(f64::from));
+            arguments.set_item("last_round", PyArray1::from_vec(py, last_round))?;
+            arguments.set_item("last_loss", PyArray1::from_vec(py, column(|s| s.last_loss)))?;
+            arguments.set_item(
+                "last_train_s",
+                PyArray1::from_vec(py, column(|s| s.last_train_s)),
+            )?;
+            arguments.set_item(
+                "last_upload_s",
+                PyArray1::from_vec(py, column(|s| s.last_upload_s)),
+            )?;
+            arguments.set_item("rng_seed", rng_seed)?;
+            self.instance
+                .bind(py)
+                .call_method("select", (), Some(&arguments))?
+                .extract()
+        });
+        match chosen {
+            Ok(chosen) => chosen.into_iter().map(|id| id as ClientId).collect(),
+            Err(error) => {
+                let error = Python::attach(|py| describe(py, &error));
+                fail(self.name, "select", round, error)
+            }
+        }
     }
 }

@@ -181,3 +181,64 @@ def test_registration_refuses_a_built_ins_name_and_lists_the_class():
     listed = fedsim.strategies()
     names = list(listed.index) if hasattr(listed, "index") else [r["name"] for r in listed]
     assert "numpy-fedavg" in names and names.index("numpy-fedavg") > names.index("fedavg")
+
+
+@fedsim.register_strategy("clients-in-turn")
+class ClientsInTurn(fedsim.Strategy):
+    """Chooses the online clients in turn, from where the last round's choice ended, and
+    averages as FedAvg does; aggregate moves the turn on, so the two methods share the
+    instance, and the turn goes through checkpoints."""
+
+    def __init__(self, setting, **params):
+        super().__init__(setting, **params)
+        self.turn = 0
+
+    def select(self, candidates, rng):
+        start = self.turn % len(candidates.online)
+        return np.roll(candidates.online, -start)[: candidates.wanted]
+
+    def aggregate(self, round, global_model, updates, rng):
+        self.turn += len(updates)
+        total = np.zeros_like(global_model)
+        for weight, model in zip(updates.sample_weights(), updates.models):
+            total += weight * model
+        return total
+
+    def state(self):
+        return {"turn": np.array([self.turn], dtype=np.float32)}
+
+    def restore(self, state):
+        self.turn = int(state["turn"][0])
+
+
+def test_a_strategys_select_chooses_who_trains_sharing_the_instance_that_aggregates(tmp_path):
+    whole = run(tmp_path, "whole", {"name": "clients-in-turn"}, federation__rounds=4)
+    # 10 clients, 5 a round, all online and answering: 0-4, 5-9, 0-4, 5-9.
+    chosen = [sorted(r["clients"]) for r in whole.records]
+    assert chosen == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]] * 2
+
+    def stop_after_one(record):
+        if record["round"] == 1:
+            raise KeyboardInterrupt
+
+    experiment = fedsim.Experiment(
+        BREAST_CANCER, strategy={"name": "clients-in-turn"}, federation__rounds=4
+    )
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run(tmp_path / "stopped", on_round=stop_after_one, progress=False)
+    resumed = fedsim.resume(tmp_path / "stopped", progress=False)
+    assert [sorted(r["clients"]) for r in resumed.records] == chosen
+    assert resumed.summary["final_model_sha256"] == whole.summary["final_model_sha256"]
+
+
+def test_a_choice_that_is_not_wanted_distinct_online_clients_is_named(tmp_path):
+    @fedsim.register_strategy("chooses-twice")
+    class ChoosesTwice(fedsim.Strategy):
+        def select(self, candidates, rng):
+            return [candidates.online[0]] * candidates.wanted
+
+        def aggregate(self, round, global_model, updates, rng):
+            return updates.models[0]
+
+    with pytest.raises(fedsim.FedsimError, match="select\\(\\) must return 5 distinct ids"):
+        run(tmp_path, "twice", {"name": "chooses-twice"}, federation__rounds=2)

@@ -74,7 +74,6 @@ pub use selection::{Candidates, Selector, Uniform};
 pub use trimmed_mean::{TrimmedMean, TrimmedMeanServer};
 
 pub use crate::local::Objective;
-pub use crate::topology::EndRun;
 
 use crate::config::ExperimentConfig;
 use crate::config::check::Problems;
@@ -135,7 +134,8 @@ pub trait Algorithm: Send + Sync + 'static {
     }
 
     /// How the server chooses who trains, as it starts: by default [`Uniform`], every online
-    /// client equally likely.
+    /// client equally likely. Not asked where the server half chooses itself
+    /// ([`Strategy::selector`]).
     fn selector(&self, _params: &Self::Params, _setting: &Setting<'_>) -> Box<dyn Selector> {
         Box::new(Uniform)
     }
@@ -151,6 +151,14 @@ pub trait Algorithm: Send + Sync + 'static {
         Vec::new()
     }
 }
+
+/// What a tier's code unwinds with to end the run on purpose, with the reason the run's error
+/// gives: `std::panic::resume_unwind(Box::new(EndRun(reason)))`. For code that cannot return an
+/// error where it fails (a [`Strategy`] written in Python that raised): the tier's
+/// thread unwinds, the others end as when any tier fails, the run folder keeps the rounds
+/// before, and `resume_unwind` prints no panic message, since nothing is a bug.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndRun(pub String);
 
 /// A setting in which an algorithm gives another's results to the bit.
 #[derive(Debug, Clone, PartialEq)]
@@ -487,6 +495,15 @@ pub trait Strategy: Send {
     fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         no_state(state)
     }
+
+    /// How the server chooses who trains, where this server half chooses itself, sharing its
+    /// state with its aggregation (a strategy written in Python, whose `select` and
+    /// `aggregate` are methods of one object); `None` (the default) leaves the choice to
+    /// [`Algorithm::selector`]. Asked once, as the run starts; what the selection keeps
+    /// between rounds then goes through [`Strategy::state`].
+    fn selector(&mut self) -> Option<Box<dyn Selector>> {
+        None
+    }
 }
 
 /// One client's update as an asynchronous server half takes it.
@@ -548,6 +565,14 @@ impl ServerHalf {
         match self {
             ServerHalf::Rounds(strategy) => strategy.restore(state),
             ServerHalf::Asynchronous(strategy) => strategy.restore(state),
+        }
+    }
+
+    /// The server half's own choice of who trains, if it makes it ([`Strategy::selector`]).
+    pub fn selector(&mut self) -> Option<Box<dyn Selector>> {
+        match self {
+            ServerHalf::Rounds(strategy) => strategy.selector(),
+            ServerHalf::Asynchronous(_) => None,
         }
     }
 }

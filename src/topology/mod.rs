@@ -32,15 +32,8 @@ use crate::network::{ClientId, Link, LinkProfiles, NodeId};
 use crate::output::TierTraffic;
 use crate::stop::StopSignal;
 use crate::strategy::EdgeAggregation;
+use crate::strategy::EndRun;
 use crate::training::{ClientTrainer, panic_message};
-
-/// What a tier's code unwinds with to end the run on purpose, with the reason the run's error
-/// gives: `std::panic::resume_unwind(Box::new(EndRun(reason)))`. For code that cannot return an
-/// error where it fails (a [`crate::strategy::Strategy`] whose Python half raised): the tier's
-/// thread unwinds, the others end as when any tier fails, the run folder keeps the rounds
-/// before, and `resume_unwind` prints no panic message, since nothing is a bug.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EndRun(pub String);
 
 /// Why a federation stopped before its last round.
 #[derive(Debug, thiserror::Error)]
