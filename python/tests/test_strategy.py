@@ -242,3 +242,16 @@ def test_a_choice_that_is_not_wanted_distinct_online_clients_is_named(tmp_path):
 
     with pytest.raises(fedsim.FedsimError, match="select\\(\\) must return 5 distinct ids"):
         run(tmp_path, "twice", {"name": "chooses-twice"}, federation__rounds=2)
+
+
+def test_a_global_model_that_diverged_is_named_as_the_cause_not_the_clients_rate(tmp_path):
+    @fedsim.register_strategy("returns-nan")
+    class ReturnsNan(fedsim.Strategy):
+        def aggregate(self, round, global_model, updates, rng):
+            return np.full_like(global_model, np.nan)
+
+    with pytest.raises(fedsim.FedsimError) as error:
+        run(tmp_path, "nan", {"name": "returns-nan"}, federation__rounds=3)
+    message = str(error.value)
+    assert "in round 2" in message and "epoch 1, step 1" in message, message
+    assert "the model it was sent gives this loss before any local step" in message, message

@@ -143,7 +143,11 @@ impl<'a> LocalTraining<'a> {
                 loss: value,
                 epoch: self.place.epoch,
                 step: self.place.step,
-                hint: divergence_hint(self.parts.config),
+                hint: match (self.place.epoch, self.place.step) {
+                    // The first batch's loss is the received model's, before any local step.
+                    (1, 1) => sent_model_diverged(self.parts.config),
+                    _ => divergence_hint(self.parts.config),
+                },
             });
         }
         self.loss_sum += value * self.place.last_len as f64;
@@ -215,6 +219,17 @@ impl<'a> LocalTraining<'a> {
             steps: self.steps,
         }
     }
+}
+
+/// What a divergence on the first batch says: that loss is the sent model's, before any local
+/// step, so the global model diverged earlier, from the server's side or from earlier rounds'
+/// local steps; blaming this client's settings alone would send the user to the wrong knob.
+fn sent_model_diverged(config: &ClientConfig) -> String {
+    format!(
+        "the model it was sent gives this loss before any local step: the global model had \
+         diverged, under attack, after too long a server step or from earlier local steps ({})",
+        divergence_hint(config)
+    )
 }
 
 /// What to change when local training with `config` diverges. Without momentum the steps of
