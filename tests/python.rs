@@ -4,7 +4,7 @@
 //! run from Python with one of this build's command line, bit for bit, and executes every
 //! notebook of `python/notebooks/` in a fresh kernel.
 //!
-//! It needs CPython 3.9 or newer (`python3`, or the interpreter `FEDSIM_PYTHON` names) with its
+//! It needs CPython 3.11 or newer, the floor of the pinned NumPy (`python3`, or the interpreter `FEDSIM_PYTHON` names) with its
 //! `venv` module, and pip's registry. Without them it fails rather than skips: the package is
 //! part of what fedsim promises.
 
@@ -43,7 +43,7 @@ fn environment() -> PathBuf {
         run(
             Command::new(python()).args(["-m", "venv"]).arg(&venv),
             &format!(
-                "making a virtual environment with {} (CPython 3.9 or newer with venv; FEDSIM_PYTHON names another)",
+                "making a virtual environment with {} (CPython 3.11 or newer with venv; FEDSIM_PYTHON names another)",
                 python()
             ),
         );

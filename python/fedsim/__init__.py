@@ -6,7 +6,7 @@ what it wrote::
 
     import fedsim
 
-    experiment = fedsim.Experiment("experiments/mnist-fedavg.json", rounds=5)
+    experiment = fedsim.Experiment("experiments/mnist-fedavg.json", federation__rounds=5)
     run = experiment.run()
     run.summary["final_accuracy"]
     run.metrics          # one row per round: a pandas DataFrame, or a list of dicts

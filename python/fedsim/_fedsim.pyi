@@ -45,7 +45,7 @@ def line_chart(
 def register_dataset(
     name: str,
     about: str,
-    npy: List[bytes],
+    npy: Tuple[bytes, bytes, bytes, bytes],
     channels_first: bool,
     clients: Optional[Tuple[List[int], List[int]]] = None,
 ) -> None: ...
