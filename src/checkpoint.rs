@@ -10,8 +10,8 @@
 //! that a run is never continued with other settings or data.
 //!
 //! The file format is versioned and made of named sections, so that later state adds
-//! sections, not a new format (`strategy_state`, `client_states`, `selector_state` and
-//! `client_history` came that way; a file without them holds none):
+//! sections, not a new format (`strategy_state`, `client_states`, `client_state_spill`,
+//! `selector_state` and `client_history` came that way; a file without them holds none):
 //!
 //! ```text
 //! magic    b"FEDSIMCK"
@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 
 use crate::history::ClientHistory;
 use crate::network::{ClientId, Tensors};
+use crate::states::{SpillIndex, StatesSnapshot};
 
 /// A client in flight, as a checkpoint keeps it: resuming sends it the same model at the same
 /// simulated time, and its answer arrives as it would have.
@@ -204,8 +205,10 @@ pub struct RunState {
     pub selector_state: Tensors,
     /// What the server had seen of each client after that round.
     pub client_history: ClientHistory,
-    /// The state of every client that has one, in id order.
-    pub client_states: Vec<(ClientId, Tensors)>,
+    /// The state of every client that has one: in memory whole, spilled by its place in the
+    /// run folder's spill file (`client_state_spill`: the file's generation and length, then
+    /// per client its id, offset and length, each u64).
+    pub client_states: StatesSnapshot,
     /// In an asynchronous federation, the dispatches so far and the clients in flight after
     /// that step.
     pub in_flight: Option<(u32, Vec<InFlightState>)>,
@@ -238,13 +241,16 @@ impl RunState {
         sections.insert("selector_state", self.selector_state.to_bytes());
         sections.insert("client_history", self.client_history.to_bytes());
         let mut clients = Vec::new();
-        for (client, state) in &self.client_states {
+        for (client, state) in &self.client_states.in_memory {
             let bytes = state.to_bytes();
             clients.extend_from_slice(&(*client as u64).to_le_bytes());
             clients.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
             clients.extend_from_slice(&bytes);
         }
         sections.insert("client_states", clients);
+        if let Some(spilled) = &self.client_states.spilled {
+            sections.insert("client_state_spill", spill_index_bytes(spilled));
+        }
         if let Some((dispatches, flights)) = &self.in_flight {
             sections.insert("in_flight", in_flight_bytes(*dispatches, flights));
         }
@@ -274,7 +280,13 @@ impl RunState {
         let client_history =
             ClientHistory::from_bytes(sections.get("client_history").unwrap_or_default())
                 .ok_or_else(|| CheckpointError("the client_history section is malformed".into()))?;
-        let client_states = client_states(sections.get("client_states").unwrap_or_default())?;
+        let client_states = StatesSnapshot {
+            in_memory: client_states(sections.get("client_states").unwrap_or_default())?,
+            spilled: sections
+                .get("client_state_spill")
+                .map(spill_index)
+                .transpose()?,
+        };
         let in_flight = sections.get("in_flight").map(in_flight).transpose()?;
         Ok(RunState {
             config,
@@ -375,6 +387,35 @@ fn client_states(bytes: &[u8]) -> Result<Vec<(ClientId, Tensors)>, CheckpointErr
     Ok(states)
 }
 
+fn spill_index_bytes(index: &SpillIndex) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12 + 24 * index.records.len());
+    out.extend_from_slice(&index.generation.to_le_bytes());
+    out.extend_from_slice(&index.length.to_le_bytes());
+    for &(client, offset, len) in &index.records {
+        out.extend_from_slice(&(client as u64).to_le_bytes());
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+    }
+    out
+}
+
+fn spill_index(bytes: &[u8]) -> Result<SpillIndex, CheckpointError> {
+    let malformed = || CheckpointError("the client_state_spill section is malformed".into());
+    let mut reader = Reader { rest: bytes };
+    let generation = reader.u32()?;
+    let length = reader.u64()?;
+    let mut records = Vec::new();
+    while !reader.rest.is_empty() {
+        let client = usize::try_from(reader.u64()?).map_err(|_| malformed())?;
+        records.push((client, reader.u64()?, reader.u64()?));
+    }
+    Ok(SpillIndex {
+        generation,
+        length,
+        records,
+    })
+}
+
 fn json(value: &impl Serialize) -> Vec<u8> {
     serde_json::to_vec(value).expect("checkpoint sections always serialise")
 }
@@ -398,7 +439,14 @@ mod tests {
                 history.record(5, Seen::reported(6, 0.25, Some(1.5), None));
                 history
             },
-            client_states: vec![(4, Tensors::new().with("control", vec![-1.0, 7.0]))],
+            client_states: StatesSnapshot {
+                in_memory: vec![(4, Tensors::new().with("control", vec![-1.0, 7.0]))],
+                spilled: Some(SpillIndex {
+                    generation: 2,
+                    length: 4096,
+                    records: vec![(1, 0, 96), (6, 2048, 96)],
+                }),
+            },
             in_flight: Some((
                 9,
                 vec![InFlightState {

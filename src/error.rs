@@ -52,6 +52,9 @@ pub enum Error {
     #[cfg(feature = "mpi")]
     #[error(transparent)]
     Cluster(#[from] cluster::ClusterError),
+    /// The clients' states cannot be kept: no folder to spill them to.
+    #[error(transparent)]
+    States(#[from] crate::states::SpillError),
     /// Worker threads could not be started.
     #[error("cannot start worker threads: {0}")]
     Threads(String),

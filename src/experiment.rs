@@ -24,7 +24,7 @@ use crate::registry::{
     self, AlgorithmChoice, DataChoice, ModelChoice, Origin, PartitionChoice, Registry,
 };
 use crate::seed::{Purpose, stream};
-use crate::states::ClientStates;
+use crate::states::{ClientStates, StatesSnapshot};
 use crate::stop::StopSignal;
 use crate::strategy::{FreshModels, Selector, ServerHalf, Setting};
 use crate::topology::{
@@ -265,7 +265,7 @@ impl Experiment {
             strategy_state: side.half.state(),
             selector_state: side.selector.state(),
             client_history: ClientHistory::new(),
-            client_states: Vec::new(),
+            client_states: StatesSnapshot::default(),
             in_flight: None,
         };
         folder.checkpoint(&start)?;
@@ -280,7 +280,8 @@ impl Experiment {
     /// Runs the tiers that `spread` gives this process, which does not run the server, until
     /// the server's process ends the tree.
     pub fn serve(&self, spread: Spread<'_>, stop: &StopSignal) -> Result<(), Error> {
-        let states = Arc::new(ClientStates::new(self.config.federation.num_clients));
+        let budget = self.config.federation.client_state_budget();
+        let states = Arc::new(ClientStates::spilling_to_temporary(budget)?);
         let server = ServerStart {
             start: Start::default(),
             model: Vec::new(),
@@ -389,8 +390,11 @@ impl Experiment {
             history: state.client_history.clone(),
             in_flight: state.in_flight.clone(),
         };
-        let states = Arc::new(ClientStates::new(config.federation.num_clients));
-        states.restore(&state.client_states);
+        let budget = config.federation.client_state_budget();
+        let states = Arc::new(ClientStates::spilling_to(folder.dir(), budget));
+        states
+            .restore(&state.client_states)
+            .map_err(|e| FolderError::not_resumable(folder.dir(), e.to_string()))?;
         let plan = self.plan(server, &states, stop, &spread.placement);
         let trainer = self.trainer(&states, stop)?;
         // The latest round not yet in the checkpoint, if any.
@@ -416,6 +420,7 @@ impl Experiment {
             if round.is_multiple_of(config.checkpoint.every) && round < rounds {
                 state.advance(pending.take());
                 folder.checkpoint(&state)?;
+                states.committed(&state.client_states);
             }
             Ok::<_, Error>(())
         })?
@@ -427,6 +432,7 @@ impl Experiment {
                 state.advance(pending);
             }
             folder.checkpoint(&state)?;
+            states.committed(&state.client_states);
             return Err(match error {
                 FederationError::Stopped => Error::Stopped { round: state.round },
                 other => other.into(),
@@ -435,6 +441,7 @@ impl Experiment {
         state.advance(pending);
         let result = self.finish(folder, state.model.clone(), records, &states)?;
         folder.checkpoint(&state)?;
+        states.committed(&state.client_states);
         Ok(result)
     }
 
@@ -450,7 +457,10 @@ impl Experiment {
         folder.write_atomically("model.f32", &bytes)?;
         folder.write_json("model-layout.json", &self.layout())?;
         let mut summary = Summary::new(&self.config.name, &rounds, &model);
-        summary.client_state_bytes = states.memory_bytes() as u64;
+        let usage = states.usage();
+        summary.client_state_bytes = usage.memory_bytes + usage.spilled_bytes;
+        summary.client_states =
+            (usage.spill_writes > 0 || usage.spilled_bytes > 0).then_some(usage);
         summary.attackers = self.attackers();
         folder.write_json("summary.json", &summary)?;
         Ok(RunResult {
@@ -877,7 +887,7 @@ struct Advance {
     strategy_state: Tensors,
     selector_state: Tensors,
     client_history: ClientHistory,
-    client_states: Vec<(ClientId, Tensors)>,
+    client_states: StatesSnapshot,
     in_flight: Option<(u32, Vec<InFlightState>)>,
 }
 

@@ -644,13 +644,14 @@ fn indent(text: &str) -> String {
 }
 
 /// The fields in which a run folder's `config.json` (`before`) differs from the config the
-/// sweep now gives that run (`now`), ignoring `federation.num_parallels`, `placement` and
-/// `label`, which never change results.
+/// sweep now gives that run (`now`), ignoring `federation.num_parallels`,
+/// `federation.client_state_memory_mb`, `placement` and `label`, which never change results.
 fn changed_fields(before: &Value, now: &Value) -> Vec<String> {
     let (mut before, mut now) = (before.clone(), now.clone());
     for config in [&mut now, &mut before] {
         if let Some(federation) = config.get_mut("federation").and_then(Value::as_object_mut) {
             federation.remove("num_parallels");
+            federation.remove("client_state_memory_mb");
         }
         if let Some(config) = config.as_object_mut() {
             config.remove("placement");

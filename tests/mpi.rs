@@ -90,11 +90,17 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
     // their messages, also when they are left out of a round.
     // Power-of-Choice's probes, CFL's clients sent models of their own once its cluster
     // splits (round 2) and IFCA's clients choosing their cluster cross the ranks as well.
-    let cases: [(&str, Vec<&str>); 9] = [
+    // Spilled past a budget of one state, SCAFFOLD's states still travel: rank 0 spills into
+    // the run folder, the others into folders of their own.
+    let cases: [(&str, Vec<&str>); 10] = [
         ("flat", vec![flat]),
         ("relay", vec![relay]),
         ("aggregate", vec![aggregate]),
         ("flat-scaffold", vec![flat, SCAFFOLD]),
+        (
+            "relay-scaffold-spilled",
+            vec![relay, SCAFFOLD, "federation.client_state_memory_mb=1"],
+        ),
         (
             "relay-feddyn-dropout",
             vec![relay, FEDDYN, "availability.dropout=0.3"],
@@ -163,6 +169,11 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
     )
     .unwrap();
     assert!(dropped.contains("deadline"), "{dropped}");
+    for run in ["single", "mpi"] {
+        let summary = common::summary(&dir.path().join(format!("relay-scaffold-spilled-{run}")));
+        let usage = &summary["client_states"];
+        assert!(usage["spill_writes"].as_u64() > Some(0), "{run}: {summary}");
+    }
 }
 
 #[test]

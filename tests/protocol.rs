@@ -231,7 +231,7 @@ impl Case {
                 selector: Box::new(Uniform),
                 history: ClientHistory::new(),
                 availability: Arc::new(Availability::always()),
-                client_states: Arc::new(ClientStates::new(self.num_clients)),
+                client_states: Arc::new(ClientStates::in_memory()),
                 evaluation: None,
             },
             topology: self.topology(),

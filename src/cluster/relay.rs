@@ -49,7 +49,7 @@ impl MpiConnector {
             links: 0,
             below: HashMap::new(),
             mirrors: HashMap::new(),
-            states: Arc::new(ClientStates::new(0)),
+            states: Arc::new(ClientStates::in_memory()),
             schedulers_linked: HashSet::new(),
             relays: Vec::new(),
         }
@@ -153,7 +153,12 @@ impl StatesCarried {
         };
         clients
             .into_iter()
-            .filter_map(|client| self.states.get(client).map(|state| (client, state)))
+            .filter_map(|client| {
+                let state = self.states.get(client).unwrap_or_else(|error| {
+                    panic!("the state of client {client} cannot be carried: {error}")
+                });
+                state.map(|state| (client, state))
+            })
             .collect()
     }
 }
@@ -184,7 +189,9 @@ fn pass_in(
                     mirror.mirror(down, up);
                 }
                 for (client, state) in carried {
-                    states.put(client, Some(state));
+                    states.put(client, Some(state)).unwrap_or_else(|error| {
+                        panic!("the state of client {client} cannot be kept: {error}")
+                    });
                 }
                 // A tier that has ended takes nothing more: keep reading until the close.
                 let _ = inlet.pass(envelope);

@@ -269,10 +269,38 @@ pub struct FederationConfig {
     #[serde(default = "default_parallels")]
     #[schemars(extend("x-default" = "the number of cores"))]
     pub num_parallels: usize,
+    /// Memory for the states clients keep between rounds (SCAFFOLD's control variates,
+    /// personal models), in MiB: states past it are spilled to the run folder's
+    /// `client-states.G.log` and read back when their client trains. Results do not depend on
+    /// it; `summary.json` says what was spilled (`client_states`).
+    #[serde(
+        default = "default_state_memory",
+        skip_serializing_if = "is_default_state_memory"
+    )]
+    #[schemars(extend("default" = DEFAULT_STATE_MEMORY_MB))]
+    pub client_state_memory_mb: f64,
 }
 
 fn default_parallels() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// The default of `federation.client_state_memory_mb`.
+const DEFAULT_STATE_MEMORY_MB: f64 = 1024.0;
+
+fn default_state_memory() -> f64 {
+    DEFAULT_STATE_MEMORY_MB
+}
+
+fn is_default_state_memory(mb: &f64) -> bool {
+    *mb == DEFAULT_STATE_MEMORY_MB
+}
+
+impl FederationConfig {
+    /// Bytes of memory the clients' states may take (`client_state_memory_mb`).
+    pub fn client_state_budget(&self) -> u64 {
+        (self.client_state_memory_mb * 1024.0 * 1024.0) as u64
+    }
 }
 
 /// Local training: plain SGD, as in the FedAvg paper, with optional momentum and weight decay.
@@ -713,6 +741,7 @@ impl Validate for FederationConfig {
             ),
         }
         problems.at_least_one("rounds", self.rounds.into());
+        problems.positive("client_state_memory_mb", self.client_state_memory_mb);
         problems.require(
             (1..=MAX_THREADS).contains(&self.num_parallels),
             "num_parallels",

@@ -46,6 +46,10 @@ pub enum TrainError {
     /// network that exposes no representation.
     #[error("{0}")]
     Unsupported(String),
+    /// The client's state between rounds cannot be kept: its spill file cannot be written or
+    /// read back (a full disk, say).
+    #[error("its state cannot be kept: {0}")]
+    StateLost(String),
     /// A failure injected by the experiment's `faults`.
     #[error("injected failure")]
     Injected,

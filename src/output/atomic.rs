@@ -6,6 +6,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::stop::crash_point;
+
 /// A file or folder that cannot be written, with the path.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write {path}: {source}")]
@@ -26,27 +28,8 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
             let _ = fs::remove_file(&partial);
             write_error(path)(error)
         })?;
-    crash_point(path);
+    crash_point(path, 1);
     Ok(())
-}
-
-/// The environment variable naming a file (`config.json`, `checkpoint.fedsim`, …) after whose
-/// first write the process kills itself.
-pub const CRASH_AFTER: &str = "FEDSIM_CRASH_AFTER";
-
-/// Ends the process at once with SIGKILL, as `kill -9` would, if `path` is the file that
-/// [`CRASH_AFTER`] names: the crash tests stop a run at an exact point of its folder's life
-/// this way, where polling for a file would race the process.
-fn crash_point(path: &Path) {
-    let Some(name) = std::env::var_os(CRASH_AFTER) else {
-        return;
-    };
-    if path.file_name() == Some(name.as_os_str()) {
-        // SAFETY: kill with this process's own id and a valid signal number touches no memory.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-        }
-    }
 }
 
 /// Where [`write_atomically`] writes `path` before renaming it.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::network::{ClientId, Dropped, Traffic};
+use crate::states::StateUsage;
 
 /// Traffic over one tier of links (all links between the server and its children, or all
 /// links between schedulers and their groups) in one period.
@@ -244,10 +245,15 @@ pub struct Summary {
     pub num_params: usize,
     /// SHA-256 of the final model's parameters (little-endian `f32`), to compare runs.
     pub final_model_sha256: String,
-    /// Bytes of memory the clients' states took at the end (SCAFFOLD's control variates,
-    /// FedDyn's gradients; 0 for algorithms whose clients keep nothing).
+    /// Bytes the clients' states took at the end, in memory and spilled (SCAFFOLD's control
+    /// variates, FedDyn's gradients; 0 for algorithms whose clients keep nothing).
     #[serde(default)]
     pub client_state_bytes: u64,
+    /// Where the clients' states were kept, when some were spilled to the run folder
+    /// (`federation.client_state_memory_mb`): bytes in memory and spilled, the spill file's
+    /// size, and the spill's writes, reads and real seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_states: Option<StateUsage>,
     /// The Byzantine clients, in id order (see `byzantine` in the experiment file).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attackers: Vec<ClientId>,
@@ -286,6 +292,7 @@ impl Summary {
             num_params: model.len(),
             final_model_sha256: model_sha256(model),
             client_state_bytes: 0,
+            client_states: None,
             attackers: Vec::new(),
             wall_seconds: records.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0,
             peak_resident_bytes: peak_resident_bytes(),

@@ -73,11 +73,12 @@ pub struct Configuration {
 
 /// The settings that do not define a configuration: the name, the seed being aggregated over,
 /// and those that do not change results.
-const NOT_SETTINGS: [&str; 7] = [
+const NOT_SETTINGS: [&str; 8] = [
     "name",
     "label",
     "seed",
     "federation.num_parallels",
+    "federation.client_state_memory_mb",
     "checkpoint.every",
     "placement.schedulers",
     "placement.groups",

@@ -43,7 +43,7 @@ use crate::strategy::{Aggregate, Arrival, AsyncStrategy, Candidates, Sent};
 use super::FederationError;
 use super::clock::Clock;
 use super::collector::Failure;
-use super::server::{Roster, RoundEnd, Server, ServerMode, lost, protocol, wall_ms};
+use super::server::{Roster, RoundEnd, Server, ServerMode, lost, protocol, state_lost, wall_ms};
 
 /// The draw of the client each dispatch sends the model to, per dispatch.
 const DISPATCH: Purpose = Purpose::new("async-dispatch");
@@ -311,14 +311,10 @@ impl Server {
             steps.in_flight.values().map(|f| f.state.clone()).collect();
         // A client in flight may have finished in real time and kept a new state: the
         // checkpoint takes the one it was dispatched with, as its answer is still to come.
-        let mut client_states = self.setup.client_states.snapshot();
-        client_states.retain(|(client, _)| !steps.in_flight.contains_key(client));
-        client_states.extend(
-            flying
-                .iter()
-                .filter_map(|f| f.state.clone().map(|state| (f.client, state))),
-        );
-        client_states.sort_by_key(|(client, _)| *client);
+        let mut client_states = self.setup.client_states.snapshot().map_err(state_lost)?;
+        for flight in &flying {
+            client_states.set(flight.client, flight.state.clone());
+        }
         let end = RoundEnd {
             record,
             model: steps.global.clone(),
@@ -353,7 +349,7 @@ impl Server {
                 version: steps.steps,
                 sent_at: self.now,
                 model: steps.global.clone(),
-                state: self.setup.client_states.get(client),
+                state: self.setup.client_states.get(client).map_err(state_lost)?,
             };
             self.send_flight(steps, flight, so_far)?;
         }

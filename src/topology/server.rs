@@ -12,7 +12,7 @@ use crate::history::{ClientHistory, Seen};
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
 use crate::output::{ProbedLoss, RoundRecord};
 use crate::seed::{Purpose, stream};
-use crate::states::ClientStates;
+use crate::states::{ClientStates, SpillError, StatesSnapshot};
 use crate::stop::StopSignal;
 use crate::strategy::selection::misfit;
 use crate::strategy::{
@@ -159,7 +159,7 @@ pub struct RoundEnd {
     pub history: ClientHistory,
     /// The state of every client that has one after the round, for checkpoints (in an
     /// asynchronous federation, a client in flight with its state as it was dispatched).
-    pub client_states: Vec<(ClientId, Tensors)>,
+    pub client_states: StatesSnapshot,
     /// In an asynchronous federation, the dispatches counted so far and the clients in flight
     /// after the step, for checkpoints; `None` in rounds.
     pub in_flight: Option<(u32, Vec<InFlightState>)>,
@@ -353,7 +353,7 @@ impl Server {
                 selector_state: self.setup.selector.state(),
                 history: self.setup.history.clone(),
                 // Every job of the round has finished and none of the next has started.
-                client_states: self.setup.client_states.snapshot(),
+                client_states: self.setup.client_states.snapshot().map_err(state_lost)?,
                 in_flight: None,
             };
             self.outcomes
@@ -807,3 +807,14 @@ pub(super) fn protocol(detail: String) -> FederationError {
         detail,
     }
 }
+
+/// The run's end when the clients' states cannot be kept (a full disk, a spill file that
+/// cannot be read back): the server's thread cannot go on.
+pub(super) fn state_lost(error: SpillError) -> FederationError {
+    FederationError::TierLost {
+        tier: NodeId::Server.to_string(),
+        detail: Some(format!("the clients' states cannot be kept: {error}")),
+    }
+}
+
+

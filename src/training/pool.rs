@@ -26,7 +26,7 @@ use crate::model::{Net, flat};
 use crate::network::{ClientId, Update};
 use crate::registry::ModelChoice;
 use crate::seed::{Purpose, stream};
-use crate::states::ClientStates;
+use crate::states::{ClientStates, SpillError};
 use crate::stop::StopSignal;
 use crate::strategy::{ClientAlgorithm, ClientView, Start, Trained};
 
@@ -170,7 +170,8 @@ impl Shared {
             downlink: &job.extras,
             lr: setup.client.lr,
         };
-        let mut state = setup.states.get(job.client);
+        let lost = |error: SpillError| TrainError::StateLost(error.to_string());
+        let mut state = setup.states.get(job.client).map_err(lost)?;
         let attack = self.attack_of(job.client);
         let local = LocalData {
             data: &setup.data,
@@ -208,7 +209,7 @@ impl Shared {
         for (name, values) in start_extras.iter().flat_map(|e| e.iter()) {
             extras.insert(name, values.to_vec());
         }
-        setup.states.put(job.client, state);
+        setup.states.put(job.client, state).map_err(lost)?;
         if let Some(attack) = attack {
             let key = (setup.seed, job.round, job.edge_round);
             attack.corrupt(key, job.client, anchor, &mut params);
