@@ -28,6 +28,8 @@ const COMPACTION_FLOOR: u64 = 64 << 20;
 #[derive(Debug)]
 pub struct ClientStates {
     budget: u64,
+    /// Superseded bytes below which the spill file is not compacted ([`COMPACTION_FLOOR`]).
+    compaction_floor: u64,
     spill_to: SpillTo,
     held: Mutex<Held>,
 }
@@ -154,6 +156,7 @@ impl ClientStates {
     fn with(budget: u64, spill_to: SpillTo) -> Self {
         Self {
             budget,
+            compaction_floor: COMPACTION_FLOOR,
             spill_to,
             held: Mutex::new(Held::default()),
         }
@@ -216,7 +219,7 @@ impl ClientStates {
     /// Compacts the spill file first where most of it is superseded.
     pub fn snapshot(&self) -> Result<StatesSnapshot, SpillError> {
         let mut held = self.held();
-        held.compact_if_worth_it()?;
+        held.compact_if_worth_it(self.compaction_floor)?;
         let mut snapshot = StatesSnapshot::default();
         let mut records = Vec::new();
         for (&client, slot) in &held.slots {
@@ -309,13 +312,13 @@ impl Held {
     }
 
     /// Rewrites the spill file's live records into its next generation if superseded ones
-    /// take more than the live ones and more than [`COMPACTION_FLOOR`].
-    fn compact_if_worth_it(&mut self) -> Result<(), SpillError> {
+    /// take more than the live ones and more than `floor`.
+    fn compact_if_worth_it(&mut self, floor: u64) -> Result<(), SpillError> {
         let Some(file) = &self.file else {
             return Ok(());
         };
         let superseded = file.length() - self.spilled_record_bytes;
-        if superseded <= COMPACTION_FLOOR.max(self.spilled_record_bytes) {
+        if superseded <= floor.max(self.spilled_record_bytes) {
             return Ok(());
         }
         let live: Vec<(ClientId, &Record)> = self
@@ -408,6 +411,30 @@ mod tests {
         }
         assert_eq!(resumed.get(5).unwrap(), None);
         assert_eq!(resumed.snapshot().unwrap(), snapshot);
+    }
+
+    #[test]
+    fn a_mostly_superseded_spill_file_is_compacted_and_the_old_generation_removed_once_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let states = ClientStates {
+            compaction_floor: 0,
+            ..ClientStates::spilling_to(dir.path(), 0)
+        };
+        for round in 0..3 {
+            for client in 0..2 {
+                states.put(client, Some(state(round as f32))).unwrap();
+            }
+        }
+        let snapshot = states.snapshot().unwrap();
+        let index = snapshot.spilled.clone().unwrap();
+        assert_eq!(index.generation, 1);
+        assert_eq!(index.length, 2 * index.records[0].2);
+        assert!(dir.path().join(spill::file_name(0)).exists());
+        states.committed(&snapshot);
+        assert!(!dir.path().join(spill::file_name(0)).exists());
+        let resumed = ClientStates::spilling_to(dir.path(), 0);
+        resumed.restore(&snapshot).unwrap();
+        assert_eq!(resumed.get(1).unwrap(), Some(state(2.0)));
     }
 
     #[test]
