@@ -176,6 +176,11 @@ impl Experiment {
             }),
             None => None,
         };
+        // A natural split may turn out, once read, to hold no test samples of its clients.
+        let natural = client_tests.is_some();
+        if let Some(problem) = registry::unscored_personal_models(&algorithm, &config, natural) {
+            return Err(registry::invalid_in_code(vec![problem]).into());
+        }
         Ok(Self {
             config,
             algorithm,
@@ -476,13 +481,14 @@ impl Experiment {
     }
 
     /// What picks the model each client is scored with on its own test samples.
-    fn client_starts(&self) -> ClientStarts {
+    fn client_starts(&self, states: &Arc<ClientStates>) -> ClientStarts {
         ClientStarts {
             algorithm: self.algorithm.client(&self.setting()),
             data: self.train.clone(),
             training: self.training.clone(),
-            lr: self.config.client.lr,
-            batch_size: self.config.client.batch_size,
+            client: self.config.client.clone(),
+            seed: self.config.seed,
+            states: states.clone(),
         }
     }
 
@@ -566,7 +572,7 @@ impl Experiment {
                     clients: self
                         .client_tests
                         .clone()
-                        .map(|tests| (tests, self.client_starts())),
+                        .map(|tests| (tests, self.client_starts(states))),
                 }),
             }),
         };

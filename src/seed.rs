@@ -30,6 +30,9 @@ impl Purpose {
     pub const CLIENT_SAMPLING: Purpose = Purpose::new("client-sampling");
     /// A client's shuffle of its samples during local training (per edge round).
     pub const LOCAL_SHUFFLE: Purpose = Purpose::new("local-shuffle");
+    /// A client's shuffle of its samples when its model is fine-tuned to be scored on its own
+    /// test samples (per round of evaluation).
+    pub const FINE_TUNE: Purpose = Purpose::new("fine-tune");
     /// Whether a client is unavailable (per edge round).
     pub const DROPOUT: Purpose = Purpose::new("dropout");
     /// A client's simulated compute speed, drawn once per run.

@@ -106,3 +106,24 @@ def test_a_sweep_given_as_a_dict_plays_as_its_file_does(tmp_path):
     assert accuracy_columns(from_dict.folder) == accuracy_columns(from_file.folder)
     with pytest.raises(fedsim.InputError, match="<dict>"):
         fedsim.sweep({"name": "no-base"}, tmp_path / "bad")
+
+
+def test_a_personalised_algorithms_scores_are_in_the_metrics_and_the_report(tmp_path):
+    sweep = {
+        "name": "personal",
+        "base": str(BREAST_CANCER),
+        "variants": [
+            {"name": "fedavg", "set": {"strategy": {"name": "fedavg"}}},
+            {"name": "fine-tuned", "set": {"strategy": {"name": "fedavg_ft", "steps": 5}}},
+        ],
+        "grid": {"federation.rounds": [3], "eval.client_test_fraction": [0.25]},
+    }
+    report = fedsim.sweep(sweep, tmp_path / "s")
+    tuned = fedsim.Run.open(next((tmp_path / "s").glob("fine-tuned*")))
+    personal = tuned.records[-1]["personal_accuracy"]
+    assert set(personal) == {"mean", "std", "worst_10", "best_10"}
+    assert "personal_accuracy" in tuned.metrics.columns
+    rows = {row["configuration"]: row for row in report.rows}
+    assert float(rows["fine-tuned"]["personal_accuracy_mean_mean"]) == personal["mean"]
+    assert rows["fedavg"]["personal_accuracy_mean_mean"] in ("", None)
+    assert "personal-accuracy-by-round" in report.charts

@@ -98,6 +98,11 @@ pub struct RoundRecord {
     /// this round was evaluated and `eval.client_test_fraction` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_accuracy: Option<ClientAccuracy>,
+    /// For a personalised algorithm, the spread of accuracy over the clients' own test samples
+    /// with each client's personal model (its own, its own layers on the global model, or the
+    /// global model fine-tuned on its data), beside `client_accuracy`'s global model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub personal_accuracy: Option<ClientAccuracy>,
     /// The strategy's own numbers for the round (FedAdam's step norm, Krum's choice).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub strategy: BTreeMap<String, f64>,

@@ -14,8 +14,8 @@ use crate::data::synthetic::SyntheticData;
 use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
-    Cfl, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgM, FedBuff, FedDyn, FedNova, FedProx,
-    FedYogi, Ifca, Krum, Median, Moon, Oort, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
+    Cfl, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgFt, FedAvgM, FedBuff, FedDyn, FedNova,
+    FedProx, FedYogi, Ifca, Krum, Median, Moon, Oort, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
 };
 
 /// Registers the built-in algorithms, models, data sets and partition schemes, in the order
@@ -41,7 +41,8 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(PowerOfChoice)?
         .algorithm(Cfl)?
         .algorithm(Ifca)?
-        .algorithm(Moon)?;
+        .algorithm(Moon)?
+        .algorithm(FedAvgFt)?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?

@@ -400,6 +400,9 @@ impl Catalogue for Registry {
                 config.strategy.params = choice.params().clone();
                 problems.extend(edge_problem(&choice, &config.topology));
                 problems.extend(self.asynchronous_problems(&choice, config));
+                let natural = data.as_ref().is_some_and(DataChoice::has_natural_clients)
+                    && config.partition.scheme == "natural";
+                problems.extend(unscored_personal_models(&choice, config, natural));
             }
             Err(found) => problems.extend(found),
         }
@@ -503,6 +506,28 @@ impl Registry {
         }
         problems
     }
+}
+
+/// Why a personalised algorithm's personal models could not be scored, if they could not:
+/// its clients hold no test samples of their own, neither held out (`eval.client_test_fraction`)
+/// nor their own in a data set's `natural` split (`natural`).
+pub(crate) fn unscored_personal_models(
+    choice: &AlgorithmChoice,
+    config: &ExperimentConfig,
+    natural: bool,
+) -> Option<(String, String)> {
+    let personalised = choice.client(&Setting::of(config)).personalises();
+    (personalised && config.eval.client_test_fraction == 0.0 && !natural).then(|| {
+        (
+            "eval.client_test_fraction".to_string(),
+            format!(
+                "is 0, but {:?} is personalised: its clients' personal models are scored on test \
+                 samples of their own; hold some out (0.2, say), or split a data set that has \
+                 its clients' own test samples with the \"natural\" scheme",
+                choice.name()
+            ),
+        )
+    })
 }
 
 /// Why the algorithm cannot run under aggregating schedulers as the topology asks, if it

@@ -172,8 +172,8 @@ fn curve_charts(
     configurations: &[Configuration],
     target: Option<f64>,
 ) -> Result<Vec<Chart>, ReportError> {
-    let accuracy: fn(&RoundRecord) -> Option<f64> = |r| r.test_accuracy;
-    let curves = |x: plots::XOf, y: fn(&RoundRecord) -> Option<f64>| -> Vec<Curve> {
+    let accuracy: YOf = |r| r.test_accuracy;
+    let curves = |x: plots::XOf, y: YOf| -> Vec<Curve> {
         configurations
             .iter()
             .map(|c| plots::curve(c, x, y))
@@ -223,25 +223,39 @@ fn curve_charts(
         },
         curves(plots::server_megabytes, accuracy),
     ));
-    let clients: fn(&RoundRecord) -> Option<f64> = |r| r.client_accuracy.as_ref().map(|c| c.mean);
-    if configurations
-        .iter()
-        .flat_map(|c| &c.runs)
-        .any(|run| run.records.iter().any(|r| r.client_accuracy.is_some()))
-    {
-        // Where clients are sent models of their own (clustered algorithms), the test set's
-        // accuracy is that of one of them; each client's own is the method's.
-        specs.push((
+    // Where clients are sent models of their own (clustered algorithms), the test set's
+    // accuracy is that of one of them; each client's own is the method's. A personalised
+    // algorithm's clients each use a personal model besides.
+    let by_round = |title, y| Axes {
+        title,
+        x: "round",
+        y,
+        y_scale: 100.0,
+        target: None,
+    };
+    let spreads: [(&str, Axes<'_>, YOf); 2] = [
+        (
             "client-accuracy-by-round.svg",
-            Axes {
-                title: "Clients' accuracy by round (each on its own test samples)",
-                x: "round",
-                y: "mean client accuracy (%)",
-                y_scale: 100.0,
-                target: None,
-            },
-            curves(plots::rounds, clients),
-        ));
+            by_round(
+                "Clients' accuracy by round (each on its own test samples)",
+                "mean client accuracy (%)",
+            ),
+            |r| r.client_accuracy.map(|c| c.mean),
+        ),
+        (
+            "personal-accuracy-by-round.svg",
+            by_round(
+                "Personal models' accuracy by round (each on its client's test samples)",
+                "mean personal accuracy (%)",
+            ),
+            |r| r.personal_accuracy.map(|c| c.mean),
+        ),
+    ];
+    for (file, axes, mean) in spreads {
+        let scored = |run: &runs::Run| run.records.iter().any(|r| mean(r).is_some());
+        if configurations.iter().flat_map(|c| &c.runs).any(scored) {
+            specs.push((file, axes, curves(plots::rounds, mean)));
+        }
     }
     specs.push((
         "train-loss.svg",
@@ -266,6 +280,9 @@ fn curve_charts(
         })
         .collect()
 }
+
+/// A figure of a round's record, drawn against an x of [`plots::XOf`].
+type YOf = fn(&RoundRecord) -> Option<f64>;
 
 /// Wraps a drawing failure of chart `file`.
 fn draw_error(file: &str) -> impl FnOnce(DrawError) -> ReportError + '_ {

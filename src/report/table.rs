@@ -101,6 +101,9 @@ pub struct Row {
     /// Per-client accuracy at the last round that measured it, where client-side evaluation
     /// ran.
     pub clients: Option<ClientSpread>,
+    /// Per-client accuracy of the clients' personal models at the last round that measured
+    /// it, for a personalised algorithm.
+    pub personal: Option<ClientSpread>,
     /// Real seconds the rounds took.
     pub wall_seconds: Stats,
 }
@@ -119,22 +122,6 @@ impl Row {
             std: f64::NAN,
             ci95: None,
         };
-        // Each seed's spread at the last round that measured it; none unless every seed has one.
-        let spreads: Option<Vec<ClientAccuracy>> = runs
-            .iter()
-            .map(|run| run.records.iter().rev().find_map(|r| r.client_accuracy))
-            .collect();
-        let clients = spreads.map(|spreads| {
-            let spread = |part: fn(&ClientAccuracy) -> f64| {
-                let values: Vec<f64> = spreads.iter().map(part).collect();
-                Stats::of(&values).unwrap_or(nan)
-            };
-            ClientSpread {
-                mean: spread(|c| c.mean),
-                worst_10: spread(|c| c.worst_10),
-                best_10: spread(|c| c.best_10),
-            }
-        });
         Self {
             label: configuration.label.clone(),
             final_accuracy: per_seed(&|run| run.records.last()?.test_accuracy).unwrap_or(nan),
@@ -150,12 +137,33 @@ impl Row {
                 }
             }),
             traffic: mean_traffic(runs),
-            clients,
+            clients: ClientSpread::over(runs, |r| r.client_accuracy),
+            personal: ClientSpread::over(runs, |r| r.personal_accuracy),
             wall_seconds: per_seed(&|run| {
                 Some(run.records.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0)
             })
             .unwrap_or(nan),
         }
+    }
+}
+
+impl ClientSpread {
+    /// The spread `of` gives each seed's run at the last round that measured it, over the
+    /// seeds; none unless every seed has one.
+    fn over(runs: &[Run], of: fn(&RoundRecord) -> Option<ClientAccuracy>) -> Option<Self> {
+        let spreads: Vec<ClientAccuracy> = runs
+            .iter()
+            .map(|run| run.records.iter().rev().find_map(of))
+            .collect::<Option<_>>()?;
+        let spread = |part: fn(&ClientAccuracy) -> f64| {
+            let values: Vec<f64> = spreads.iter().map(part).collect();
+            Stats::of(&values).expect("every run has a spread")
+        };
+        Some(Self {
+            mean: spread(|c| c.mean),
+            worst_10: spread(|c| c.worst_10),
+            best_10: spread(|c| c.best_10),
+        })
     }
 }
 
@@ -232,11 +240,11 @@ pub fn csv(rows: &[Row]) -> String {
         header.push(format!("{tier}_bytes_down"));
         header.push(format!("{tier}_bytes_up"));
     }
-    let with_clients = rows.iter().any(|r| r.clients.is_some());
-    if with_clients {
-        header.extend(stats_columns("client_accuracy_mean"));
-        header.extend(stats_columns("client_accuracy_worst_10"));
-        header.extend(stats_columns("client_accuracy_best_10"));
+    let spreads = spread_columns(rows);
+    for column in &spreads {
+        for part in ["mean", "worst_10", "best_10"] {
+            header.extend(stats_columns(&format!("{}_{part}", column.csv)));
+        }
     }
     header.extend(stats_columns("wall_seconds"));
 
@@ -257,16 +265,46 @@ pub fn csv(rows: &[Row]) -> String {
             cells.push(bytes.map_or(String::new(), |b| b.down.to_string()));
             cells.push(bytes.map_or(String::new(), |b| b.up.to_string()));
         }
-        if with_clients {
-            let clients = row.clients.as_ref();
-            cells.extend(stats_cells(clients.map(|c| &c.mean)));
-            cells.extend(stats_cells(clients.map(|c| &c.worst_10)));
-            cells.extend(stats_cells(clients.map(|c| &c.best_10)));
+        for column in &spreads {
+            let spread = (column.of)(row);
+            cells.extend(stats_cells(spread.map(|c| &c.mean)));
+            cells.extend(stats_cells(spread.map(|c| &c.worst_10)));
+            cells.extend(stats_cells(spread.map(|c| &c.best_10)));
         }
         cells.extend(stats_cells(Some(&row.wall_seconds)));
         writer.write_record(&cells).expect("writing to memory");
     }
     String::from_utf8(writer.into_inner().expect("writing to memory")).expect("CSV of UTF-8 text")
+}
+
+/// A spread over the clients, as the tables show it.
+struct SpreadColumn {
+    /// The CSV columns' prefix.
+    csv: &'static str,
+    /// The text table's heading.
+    heading: &'static str,
+    /// A row's spread.
+    of: fn(&Row) -> Option<&ClientSpread>,
+}
+
+/// The spreads over clients that some row has: the global model's, then the personal
+/// models'.
+fn spread_columns(rows: &[Row]) -> Vec<SpreadColumn> {
+    [
+        SpreadColumn {
+            csv: "client_accuracy",
+            heading: "client accuracy (%): mean, worst 10%",
+            of: |row| row.clients.as_ref(),
+        },
+        SpreadColumn {
+            csv: "personal_accuracy",
+            heading: "personal accuracy (%): mean, worst 10%",
+            of: |row| row.personal.as_ref(),
+        },
+    ]
+    .into_iter()
+    .filter(|column| rows.iter().any(|row| (column.of)(row).is_some()))
+    .collect()
 }
 
 /// The four CSV cells of a statistic.
@@ -306,7 +344,7 @@ impl TextTable {
     /// The rows, with the target accuracy the report was asked for.
     pub fn new(rows: &[Row], target: Option<f64>) -> Self {
         let tiers = tier_names(rows);
-        let with_clients = rows.iter().any(|r| r.clients.is_some());
+        let spreads = spread_columns(rows);
         let mut header = vec![
             "configuration".to_string(),
             "seeds".into(),
@@ -327,13 +365,11 @@ impl TextTable {
         for tier in &tiers {
             header.push(format!("{tier} MB down / up"));
         }
-        if with_clients {
-            header.push("client accuracy (%): mean, worst 10%".into());
-        }
+        header.extend(spreads.iter().map(|column| column.heading.to_string()));
         header.push("wall s".into());
         let body = rows
             .iter()
-            .map(|row| Self::cells(row, &tiers, with_clock, with_clients))
+            .map(|row| Self::cells(row, &tiers, with_clock, &spreads))
             .collect();
         let mut note = match rows.iter().any(|r| r.final_accuracy.n > 1) {
             true => "Each figure is the mean over the seeds ± their standard deviation, with \
@@ -352,7 +388,12 @@ impl TextTable {
     }
 
     /// One row's cells.
-    fn cells(row: &Row, tiers: &[String], with_clock: bool, with_clients: bool) -> Vec<String> {
+    fn cells(
+        row: &Row,
+        tiers: &[String],
+        with_clock: bool,
+        spreads: &[SpreadColumn],
+    ) -> Vec<String> {
         let mut cells = vec![
             row.label.clone(),
             row.final_accuracy.n.to_string(),
@@ -372,8 +413,8 @@ impl TextTable {
                 None => "–".into(),
             });
         }
-        if with_clients {
-            cells.push(match &row.clients {
+        for column in spreads {
+            cells.push(match (column.of)(row) {
                 Some(spread) => format!(
                     "{}, {}",
                     stats_text(Some(&spread.mean), 100.0, 1),

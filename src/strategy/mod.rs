@@ -27,6 +27,7 @@ mod adaptive;
 mod cfl;
 mod fedasync;
 mod fedavg;
+mod fedavg_ft;
 mod fedavgm;
 mod fedbuff;
 mod feddyn;
@@ -56,6 +57,7 @@ pub use adaptive::{AdaptiveServer, FedAdagrad, FedAdam, FedYogi};
 pub use cfl::{Cfl, CflServer};
 pub use fedasync::{FedAsync, FedAsyncServer, Staleness};
 pub use fedavg::{FedAvg, FedAvgServer};
+pub use fedavg_ft::{FedAvgFt, FineTunedClient};
 pub use fedavgm::{FedAvgM, FedAvgMServer};
 pub use fedbuff::{FedBuff, FedBuffServer};
 pub use feddyn::{FedDyn, FedDynClient, FedDynServer};
@@ -683,6 +685,34 @@ pub trait ClientAlgorithm: Send + Sync {
     ) -> Tensors {
         Tensors::new()
     }
+
+    /// Whether the algorithm is personalised: each client uses a model of its own
+    /// ([`ClientAlgorithm::personal_model`]), which the records score on the clients' own test
+    /// samples beside the global model (`personal_accuracy` in `metrics.jsonl`).
+    fn personalises(&self) -> bool {
+        false
+    }
+
+    /// The model the client would use on its own data now, for a personalised algorithm: its
+    /// personal model from `state`, the model sent (`view.global`) with its own layers, or the
+    /// model sent fine-tuned on its training data by `tuning`. By default the model sent.
+    fn personal_model(
+        &self,
+        view: &ClientView<'_>,
+        _state: Option<&Tensors>,
+        _tuning: &mut dyn FineTuning,
+    ) -> Result<Vec<f32>, TrainError> {
+        Ok(view.global.to_vec())
+    }
+}
+
+/// Local training that a client half may ask for to personalise a model
+/// ([`ClientAlgorithm::personal_model`]): steps of the client's own optimiser settings over its
+/// training data, the batches in an order drawn for that purpose from the seed (so the same on
+/// every rerun, and apart from the order its training rounds draw).
+pub trait FineTuning {
+    /// The model after `steps` steps from `start`, on the loss alone.
+    fn fine_tune(&mut self, start: &[f32], steps: u32) -> Result<Vec<f32>, TrainError>;
 }
 
 /// A client that trains on the loss alone and keeps nothing: FedAvg's, and that of every

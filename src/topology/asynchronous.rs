@@ -215,6 +215,7 @@ impl Server {
                             test_loss: None,
                             test_class_accuracy: Vec::new(),
                             client_accuracy: None,
+                            personal_accuracy: None,
                             strategy: metrics,
                             clusters,
                             traffic: std::mem::take(&mut so_far.traffic),
@@ -223,7 +224,7 @@ impl Server {
                             staleness: so_far.staleness(),
                             wall_ms: 0.0,
                         };
-                        let record = self.evaluated(record, &loop_state.global, step_began);
+                        let record = self.evaluated(record, &loop_state.global, step_began)?;
                         so_far = StepSoFar::over(&tiers);
                         self.finish_step(&loop_state, record, step_started)?;
                         step_started = Instant::now();

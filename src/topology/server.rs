@@ -408,6 +408,7 @@ impl Server {
             test_loss: None,
             test_class_accuracy: Vec::new(),
             client_accuracy: None,
+            personal_accuracy: None,
             strategy: metrics,
             clusters,
             traffic: self.traffic.since(&traffic_before),
@@ -416,7 +417,7 @@ impl Server {
             staleness: None,
             wall_ms: 0.0,
         };
-        let mut record = self.evaluated(record, &global, round_start);
+        let mut record = self.evaluated(record, &global, round_start)?;
         record.wall_ms = wall_ms(started);
         Ok((global, record))
     }
@@ -579,13 +580,14 @@ impl Server {
     }
 
     /// `record`, of a round (or server step) that began at simulated time `began` and ends
-    /// now with `global`, with the global model's scores when it is due for an evaluation.
+    /// now with `global`, with the global model's scores when it is due for an evaluation (and
+    /// the clients' personal models' scores, for a personalised algorithm).
     pub(super) fn evaluated(
         &self,
         mut record: RoundRecord,
         global: &Arc<[f32]>,
         began: f64,
-    ) -> RoundRecord {
+    ) -> Result<RoundRecord, FederationError> {
         let rounds = self.setup.rounds;
         let Some(plan) = self
             .setup
@@ -593,15 +595,23 @@ impl Server {
             .as_ref()
             .filter(|plan| plan.evaluates(record.round, rounds, began, self.now))
         else {
-            return record;
+            return Ok(record);
         };
         let evaluation = plan.evaluator.test(global);
         let sent = |client| self.setup.mode.sent_to(client, global);
-        record.client_accuracy = plan.evaluator.clients(record.round + 1, &sent);
+        let scores = plan
+            .evaluator
+            .clients(record.round + 1, &sent)
+            .map_err(|reason| FederationError::Ended {
+                tier: NodeId::Server.to_string(),
+                reason,
+            })?;
+        record.client_accuracy = scores.map(|s| s.accuracy);
+        record.personal_accuracy = scores.and_then(|s| s.personal);
         record.test_accuracy = Some(evaluation.accuracy);
         record.test_loss = Some(evaluation.loss);
         record.test_class_accuracy = evaluation.class_accuracy;
-        record
+        Ok(record)
     }
 
     /// The clients online now, in id order, after waiting on the simulated clock for the first

@@ -7,17 +7,22 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::{Device, Int, Tensor};
 use rayon::prelude::*;
 
-use super::ModelEvaluator;
+use super::{ClientScores, ModelEvaluator};
 use crate::backend::BackendKind;
+use crate::config::ClientConfig;
 use crate::data::Dataset;
 use crate::data::partition::Partition;
-use crate::local::LocalData;
 use crate::local::batch::{Altered, batch};
+use crate::local::session::SessionParts;
+use crate::local::{LocalData, LocalTraining, Objective, TrainError, train_on_objective};
 use crate::model::{Net, flat};
 use crate::network::ClientId;
 use crate::output::{ClientAccuracy, Evaluation};
 use crate::registry::ModelChoice;
-use crate::strategy::{ClientAlgorithm, ClientView, Sent};
+use crate::seed::{Purpose, stream};
+use crate::states::ClientStates;
+use crate::stop::StopSignal;
+use crate::strategy::{ClientAlgorithm, ClientView, FineTuning, Sent};
 
 /// Evaluates the model `params` (of architecture `model`) on all of `data`, `batch_size`
 /// samples per forward pass. Batches run in parallel on the current rayon pool, each thread
@@ -114,7 +119,9 @@ pub struct ClientTests {
 
 /// What a client half needs to pick the model a client starts from
 /// ([`ClientAlgorithm::start_from`]: IFCA measures each cluster model on the client's
-/// training samples), so that each client is scored with that model.
+/// training samples), so that each client is scored with that model; and to build a
+/// personalised algorithm's personal model ([`ClientAlgorithm::personal_model`]) from the
+/// client's state, fine-tuning where it asks.
 #[derive(Clone)]
 pub struct ClientStarts {
     /// The client half.
@@ -123,10 +130,13 @@ pub struct ClientStarts {
     pub data: Arc<Dataset>,
     /// The samples each client trains on.
     pub training: Arc<Partition>,
-    /// The learning rate a client is told.
-    pub lr: f64,
-    /// Samples per forward pass when measuring a loss.
-    pub batch_size: usize,
+    /// The clients' local training settings (the learning rate a client is told, samples per
+    /// forward pass, the optimiser that fine-tunes).
+    pub client: ClientConfig,
+    /// The experiment seed, from which fine-tuning draws its batches' order.
+    pub seed: u64,
+    /// Every client's state.
+    pub states: Arc<ClientStates>,
 }
 
 /// Scores the server's global model on burn: on the test set, and on every client's own test
@@ -157,16 +167,45 @@ impl ModelEvaluator for TestEvaluator {
         )
     }
 
-    fn clients(&self, round: u32, sent: &dyn Fn(ClientId) -> Sent) -> Option<ClientAccuracy> {
-        let (tests, starts) = self.clients.as_ref()?;
+    fn clients(
+        &self,
+        round: u32,
+        sent: &dyn Fn(ClientId) -> Sent,
+    ) -> Result<Option<ClientScores>, String> {
+        let Some((tests, starts)) = self.clients.as_ref() else {
+            return Ok(None);
+        };
         let device = self.backend.device();
         let clients: Vec<ClientId> = (0..tests.held_out.len())
             .filter(|&client| !tests.held_out[client].is_empty())
             .collect();
         let models = self.models_of(&clients, round, sent, starts, &device);
-        // Each distinct model scores the clients that use it, in client order.
+        let Some(accuracy) = ClientAccuracy::of(&self.accuracies(&clients, &models, tests))
+        else {
+            return Ok(None);
+        };
+        let personal = if starts.algorithm.personalises() {
+            let models = self.personal_models(&clients, round, sent, starts)?;
+            ClientAccuracy::of(&self.accuracies(&clients, &models, tests))
+        } else {
+            None
+        };
+        Ok(Some(ClientScores { accuracy, personal }))
+    }
+}
+
+impl TestEvaluator {
+    /// The accuracy of each of `clients` on its test samples with its model in `models`. Each
+    /// distinct model scores the clients that use it, in client order.
+    fn accuracies(
+        &self,
+        clients: &[ClientId],
+        models: &[Arc<[f32]>],
+        tests: &ClientTests,
+    ) -> Vec<f64> {
+        let device = self.backend.device();
         let mut accuracies = vec![0.0; clients.len()];
-        for (model, users) in distinct(&models) {
+        for (model, users) in distinct(models) {
             let per_client: Vec<&[usize]> = users
                 .iter()
                 .map(|&at| tests.held_out[clients[at]].as_slice())
@@ -183,11 +222,56 @@ impl ModelEvaluator for TestEvaluator {
                 accuracies[at] = score;
             }
         }
-        ClientAccuracy::of(&accuracies)
+        accuracies
     }
-}
 
-impl TestEvaluator {
+    /// The personal model each of `clients` would use in `round` when sent `sent(client)`,
+    /// as its client half builds it from the client's state. Clients are personalised in
+    /// parallel, each alone (a fine-tuning network per thread), so the models do not depend
+    /// on the thread count.
+    fn personal_models(
+        &self,
+        clients: &[ClientId],
+        round: u32,
+        sent: &dyn Fn(ClientId) -> Sent,
+        starts: &ClientStarts,
+    ) -> Result<Vec<Arc<[f32]>>, String> {
+        let sent: Vec<Sent> = clients.iter().map(|&client| sent(client)).collect();
+        let device = self.backend.training_device();
+        clients
+            .par_iter()
+            .zip(&sent)
+            .map_init(
+                || None,
+                |net: &mut Option<Net>, (&client, sent)| {
+                    let failed = |e: &dyn std::fmt::Display| {
+                        format!("the personal model of client {client} in round {round}: {e}")
+                    };
+                    let view = ClientView {
+                        round,
+                        client,
+                        global: &sent.model,
+                        downlink: &sent.extras,
+                        lr: starts.client.lr,
+                    };
+                    let state = starts.states.get(client).map_err(|e| failed(&e))?;
+                    let mut tuning = Tuning {
+                        starts,
+                        model: &self.model,
+                        client,
+                        round,
+                        net,
+                        device: &device,
+                    };
+                    starts
+                        .algorithm
+                        .personal_model(&view, state.as_ref(), &mut tuning)
+                        .map(Arc::from)
+                        .map_err(|e| failed(&e))
+                },
+            )
+            .collect()
+    }
     /// The model each of `clients` would train from in `round` when sent `sent(client)`:
     /// the one its client half picks ([`ClientAlgorithm::start_from`]), else the model sent.
     /// A network is built only where a client half measures a loss, so a client half that
@@ -213,7 +297,7 @@ impl TestEvaluator {
                         client,
                         global: &sent.model,
                         downlink: &sent.extras,
-                        lr: starts.lr,
+                        lr: starts.client.lr,
                     };
                     let local = LocalData {
                         data: &starts.data,
@@ -225,7 +309,7 @@ impl TestEvaluator {
                             .take()
                             .unwrap_or_else(|| self.model.build(starts.data.shape(), device));
                         let loaded = flat::load(scratch, params);
-                        let loss = mean_loss(&loaded, local, starts.batch_size, device);
+                        let loss = mean_loss(&loaded, local, starts.client.batch_size, device);
                         *net = Some(loaded);
                         loss
                     };
@@ -236,6 +320,49 @@ impl TestEvaluator {
                 },
             )
             .collect()
+    }
+}
+
+/// Fine-tuning for a client's personal model, on a network kept by the evaluating thread.
+struct Tuning<'a> {
+    starts: &'a ClientStarts,
+    model: &'a ModelChoice,
+    client: ClientId,
+    round: u32,
+    net: &'a mut Option<Net>,
+    device: &'a Device,
+}
+
+impl FineTuning for Tuning<'_> {
+    fn fine_tune(&mut self, start: &[f32], steps: u32) -> Result<Vec<f32>, TrainError> {
+        let starts = self.starts;
+        let shape = starts.data.shape();
+        let scratch = self
+            .net
+            .take()
+            .unwrap_or_else(|| self.model.build(shape, self.device));
+        let mut rng = stream(starts.seed, Purpose::FINE_TUNE, self.round, self.client);
+        let build = |params: &[f32]| flat::load(self.model.build(shape, self.device), params);
+        // Scoring is short: it finishes before the run stops.
+        let stop = StopSignal::new();
+        let session = LocalTraining::new(SessionParts {
+            local: LocalData {
+                data: &starts.data,
+                indices: &starts.training.clients[self.client],
+                flip_labels: false,
+            },
+            config: &starts.client,
+            budget: steps,
+            rng: &mut rng,
+            device: self.device,
+            stop: &stop,
+            start,
+            build: &build,
+        });
+        let trained = train_on_objective(session, flat::load(scratch, start), &Objective::default())?;
+        let params = flat::flatten(&trained.net);
+        *self.net = Some(trained.net);
+        Ok(params)
     }
 }
 
@@ -389,8 +516,12 @@ mod tests {
             training: Arc::new(Partition {
                 clients: shares.clone(),
             }),
-            lr: 0.1,
-            batch_size: 32,
+            client: ClientConfig {
+                batch_size: 32,
+                ..serde_json::from_str(r#"{"lr": 0.1}"#).unwrap()
+            },
+            seed: 0,
+            states: Arc::new(ClientStates::in_memory()),
         };
         let evaluator = |algorithm| TestEvaluator {
             test_data: data.clone(),
@@ -420,7 +551,7 @@ mod tests {
             extras: Tensors::new(),
         };
         let plain = evaluator(Arc::new(crate::strategy::PlainClient));
-        let scored = plain.clients(1, &own);
+        let scored = plain.clients(1, &own).unwrap().map(|s| s.accuracy);
         assert_eq!(scored, accuracy_of(&[&a, &b, &a, &b, &a]));
         assert_ne!(scored, accuracy_of(&[&a; 5]));
 
@@ -455,6 +586,7 @@ mod tests {
             assert_eq!(picked, lower, "client {client}");
             expected.push(lower);
         }
-        assert_eq!(ifca.clients(1, &both), accuracy_of(&expected));
+        let scored = ifca.clients(1, &both).unwrap().map(|s| s.accuracy);
+        assert_eq!(scored, accuracy_of(&expected));
     }
 }

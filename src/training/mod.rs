@@ -62,8 +62,23 @@ pub trait ModelEvaluator: Send {
 
     /// The spread of accuracy over the clients' own test samples, if they hold any: each
     /// client scored with the model it would train from in `round` if it were sent
-    /// `sent(client)` (the global model, its cluster's, or the one it picks from several).
-    fn clients(&self, round: u32, sent: &dyn Fn(ClientId) -> Sent) -> Option<ClientAccuracy>;
+    /// `sent(client)` (the global model, its cluster's, or the one it picks from several), and
+    /// for a personalised algorithm with its personal model too. An error says why a personal
+    /// model could not be made (its fine-tuning diverged, its state cannot be read).
+    fn clients(
+        &self,
+        round: u32,
+        sent: &dyn Fn(ClientId) -> Sent,
+    ) -> Result<Option<ClientScores>, String>;
+}
+
+/// The clients' accuracies on their own test samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClientScores {
+    /// With the model each would train from.
+    pub accuracy: ClientAccuracy,
+    /// With each one's personal model, for a personalised algorithm.
+    pub personal: Option<ClientAccuracy>,
 }
 
 /// What a client group hands its clients' work to. [`Trainer`] trains them on burn;
