@@ -14,6 +14,7 @@ use crate::data::partition::{Partition, PartitionError, PartitionStats};
 use crate::data::{ClientSplit, DataFile, Dataset, SplitInput, TrainTest};
 use crate::error::Error;
 use crate::history::ClientHistory;
+use crate::model::Sharing;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
 use crate::output::claim::{self, Claim, FolderKind, Found};
@@ -31,6 +32,7 @@ use crate::topology::{
     self, ClientConditions, EvaluationPlan, FederationError, GroupSetup, Plan, ServerMode,
     ServerSetup, Spread, Start,
 };
+use crate::training::personal::PersonalSplit;
 use crate::training::{ClientStarts, ClientTests, TestEvaluator};
 use crate::training::{InjectedFaults, Trainer, TrainerSetup};
 
@@ -56,6 +58,8 @@ pub struct Experiment {
     scheme: PartitionChoice,
     /// Its parameter layout for the data set.
     layout: Layout,
+    /// The layers that stay with each client, where the algorithm keeps some.
+    sharing: Option<Sharing>,
     train: Arc<Dataset>,
     test: Arc<Dataset>,
     partition: Arc<Partition>,
@@ -181,6 +185,8 @@ impl Experiment {
         if let Some(problem) = registry::unscored_personal_models(&algorithm, &config, natural) {
             return Err(registry::invalid_in_code(vec![problem]).into());
         }
+        let sharing = personal_sharing(&algorithm, &layout, &config)
+            .map_err(|problem| registry::invalid_in_code(vec![problem]))?;
         Ok(Self {
             config,
             algorithm,
@@ -188,6 +194,7 @@ impl Experiment {
             data_set,
             scheme,
             layout,
+            sharing,
             train,
             test,
             partition: Arc::new(split.train),
@@ -489,7 +496,15 @@ impl Experiment {
             client: self.config.client.clone(),
             seed: self.config.seed,
             states: states.clone(),
+            personal: self.personal_split(),
         }
+    }
+
+    /// The model's personal layers with the initial model's values, where the algorithm keeps
+    /// some with each client.
+    fn personal_split(&self) -> Option<Arc<PersonalSplit>> {
+        let sharing = self.sharing.clone()?;
+        Some(Arc::new(PersonalSplit::new(sharing, &self.fresh(0))))
     }
 
     /// The burn trainer for this experiment's clients.
@@ -513,6 +528,7 @@ impl Experiment {
             backend: config.backend,
             faults: InjectedFaults::new(&config.faults),
             stop: stop.clone(),
+            personal: self.personal_split(),
         };
         Trainer::new(setup, config.federation.num_parallels)
             .map_err(|e| Error::Threads(e.to_string()))
@@ -561,6 +577,7 @@ impl Experiment {
             history,
             availability: self.availability.clone(),
             client_states: states.clone(),
+            sharing: self.sharing.clone().map(Arc::new),
             evaluation: Some(EvaluationPlan {
                 every: config.eval.every,
                 every_s: config.eval.every_s,
@@ -883,6 +900,33 @@ fn command_line() -> Vec<String> {
     std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect()
+}
+
+/// The layers of `layout` that `algorithm` keeps with each client, if any; a layer the model
+/// does not have, or personal layers larger than the memory for clients' states, is the field
+/// at fault with what is wrong.
+fn personal_sharing(
+    algorithm: &AlgorithmChoice,
+    layout: &Layout,
+    config: &ExperimentConfig,
+) -> Result<Option<Sharing>, (String, String)> {
+    let personal = algorithm.personal_layers();
+    let sharing = Sharing::of(layout, &personal.names)
+        .map_err(|(at, message)| (format!("strategy.{}[{at}]", personal.field), message))?;
+    let budget = config.federation.client_state_budget();
+    match sharing {
+        Some(sharing) if 4 * sharing.personal_len() as u64 > budget => Err((
+            "federation.client_state_memory_mb".to_string(),
+            format!(
+                "is {}; one client's personal layers take {:.3} MiB ({} values), more than \
+                 all the memory for clients' states",
+                config.federation.client_state_memory_mb,
+                (4 * sharing.personal_len()) as f64 / (1024.0 * 1024.0),
+                sharing.personal_len()
+            ),
+        )),
+        sharing => Ok(sharing),
+    }
 }
 
 /// A finished round's part of the run state.

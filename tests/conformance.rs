@@ -39,8 +39,8 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         assert_eq!(resumed_asynchronously, algorithm.asynchronous, "{passed:?}");
         checked.push((algorithm.name, passed.len()));
     }
-    // Every registered algorithm, the twenty-one built-ins and the example at least.
-    assert!(checked.len() >= 22, "{checked:?}");
+    // Every registered algorithm, the twenty-three built-ins and the example at least.
+    assert!(checked.len() >= 24, "{checked:?}");
     let asynchronous: Vec<&str> = registry
         .algorithms()
         .iter()
@@ -49,14 +49,14 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         .collect();
     assert_eq!(asynchronous, ["fedasync", "fedbuff"]);
     // Every built-in with a reduction in its file had it checked: FedProx, FedAvgM, SCAFFOLD,
-    // FedNova, q-FFL, the trimmed mean, FedAsync, Power-of-Choice, IFCA, MOON and FedAvg with
-    // fine-tuning.
+    // FedNova, q-FFL, the trimmed mean, FedAsync, Power-of-Choice, IFCA, MOON, FedAvg with
+    // fine-tuning, FedPer and LG-FedAvg.
     let reductions = registry
         .algorithms()
         .iter()
         .filter(|a| !a.reductions.is_empty())
         .count();
-    assert_eq!(reductions, 11);
+    assert_eq!(reductions, 13);
 }
 
 #[test]

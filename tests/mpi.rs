@@ -73,6 +73,8 @@ fn read_json(path: &Path) -> Value {
 
 const SCAFFOLD: &str = r#"strategy={"name":"scaffold"}"#;
 const FEDDYN: &str = r#"strategy={"name":"feddyn"}"#;
+const FEDPER: &str = r#"strategy={"name":"fedper"}"#;
+const LG_FEDAVG: &str = r#"strategy={"name":"lg_fedavg"}"#;
 
 /// Clients 0 to 29, under scheduler 0, sit 1 s away and miss a 1.5 s deadline; the others,
 /// 10 ms away, train 600 samples in 0.6 s and make it.
@@ -92,7 +94,9 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
     // splits (round 2) and IFCA's clients choosing their cluster cross the ranks as well.
     // Spilled past a budget of one state, SCAFFOLD's states still travel: rank 0 spills into
     // the run folder, the others into folders of their own.
-    let cases: [(&str, Vec<&str>); 10] = [
+    // FedPer's and LG-FedAvg's clients keep personal layers in their states, which travel the
+    // same way, and the links carry only the shared layers (through aggregating schedulers too).
+    let cases: [(&str, Vec<&str>); 12] = [
         ("flat", vec![flat]),
         ("relay", vec![relay]),
         ("aggregate", vec![aggregate]),
@@ -100,6 +104,14 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
         (
             "relay-scaffold-spilled",
             vec![relay, SCAFFOLD, "federation.client_state_memory_mb=1"],
+        ),
+        (
+            "relay-fedper",
+            vec![relay, FEDPER, "eval.client_test_fraction=0.2"],
+        ),
+        (
+            "aggregate-lg-fedavg",
+            vec![aggregate, LG_FEDAVG, "eval.client_test_fraction=0.2"],
         ),
         (
             "relay-feddyn-dropout",
@@ -146,7 +158,9 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
         // Every message crosses as one frame (and each link's end as one more), its payload
         // as the simulated message has it, its header in a different but similar size; with
         // clients' states, updates also carry those, which a real client keeps.
-        let with_states = sets.contains(&SCAFFOLD) || sets.contains(&FEDDYN);
+        let with_states = [SCAFFOLD, FEDDYN, FEDPER, LG_FEDAVG]
+            .iter()
+            .any(|keeping| sets.contains(keeping));
         for direction in ["down", "up"] {
             let count = |traffic: &Value, what: &str| {
                 traffic[format!("{what}_{direction}")].as_u64().unwrap()

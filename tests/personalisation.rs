@@ -111,3 +111,125 @@ fn a_report_gives_the_personal_models_scores_beside_the_global_models() {
     );
     assert!(out.join("plots/personal-accuracy-by-round.svg").is_file());
 }
+
+/// The values of the MLP's head (200 × 10 weights and 10 biases) and of the whole MLP.
+const HEAD: u64 = 2010;
+const MLP: u64 = 199_210;
+
+fn server_bytes(run: &Path) -> (u64, u64, u64) {
+    let summary = common::summary(run);
+    let server = &summary["traffic"][0];
+    assert_eq!(server["tier"], "server");
+    let count = |field: &str| server[field].as_u64().unwrap();
+    (
+        count("bytes_down"),
+        count("bytes_up"),
+        count("messages_down"),
+    )
+}
+
+#[test]
+fn only_the_shared_layers_travel_and_each_client_keeps_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str| {
+        let out = dir.path().join(name);
+        let strategy = format!("strategy.name={name}");
+        run_ok(
+            &experiment("mnist-t1"),
+            &out,
+            &[SKEWED, &[strategy.as_str()]].concat(),
+        );
+        out
+    };
+    let (fedavg, fedper, lg) = (run("fedavg"), run("fedper"), run("lg_fedavg"));
+    let (down, up, messages) = server_bytes(&fedavg);
+    // FedPer keeps the head: each message is 4 bytes a value lighter; LG-FedAvg keeps the
+    // body: each carries the head alone.
+    let lighter = |kept: u64| {
+        (
+            down - messages * 4 * kept,
+            up - messages * 4 * kept,
+            messages,
+        )
+    };
+    assert_eq!(server_bytes(&fedper), lighter(HEAD));
+    assert_eq!(server_bytes(&lg), lighter(MLP - HEAD));
+    // A client's own layers, trained on its labels, fit them better than the global model
+    // (after five rounds half the clients have trained theirs).
+    for run in [&fedper, &lg] {
+        let record = records(run).last().unwrap().clone();
+        let global = record["client_accuracy"]["mean"].as_f64().unwrap();
+        let personal = record["personal_accuracy"]["mean"].as_f64().unwrap();
+        assert!(personal > global + 0.1, "{record}");
+    }
+}
+
+#[test]
+fn a_layer_the_model_lacks_or_a_state_memory_too_small_for_one_client_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |sets: &[&str]| {
+        let (file, out) = (experiment("mnist-t1"), dir.path().join("run"));
+        let mut args = vec!["run", path(&file), "--out", path(&out)];
+        for set in [&["eval.client_test_fraction=0.2"], sets].concat() {
+            args.extend(["--set", set]);
+        }
+        fails_with(&args, 2)
+    };
+    let stderr = refused(&[r#"strategy={"name":"fedper","personal":["head","fc9"]}"#]);
+    assert!(stderr.contains("strategy.personal[1]"), "{stderr}");
+    assert!(
+        stderr.contains("no layer \"fc9\"") && stderr.contains("layers.2"),
+        "{stderr}"
+    );
+    let stderr = refused(&[
+        "strategy.name=lg_fedavg",
+        "federation.client_state_memory_mb=0.5",
+    ]);
+    assert!(
+        stderr.contains("federation.client_state_memory_mb"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("197200 values"), "{stderr}");
+}
+
+#[test]
+fn a_run_killed_while_spilling_personal_layers_resumes_to_the_bits_of_one_never_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each client's body is 0.75 MiB: two fit in memory, the rest are spilled.
+    let sets: Vec<&str> = [
+        SKEWED,
+        &[
+            "strategy.name=lg_fedavg",
+            "federation.client_state_memory_mb=2",
+            "checkpoint.every=1",
+        ],
+    ]
+    .concat();
+    let reference = dir.path().join("reference");
+    run_ok(&experiment("mnist-t1"), &reference, &sets);
+    assert!(common::summary(&reference)["client_states"]["spill_writes"].as_u64() > Some(0));
+    let (file, out) = (experiment("mnist-t1"), dir.path().join("killed"));
+    let mut args = vec!["run", path(&file), "--out", path(&out), "--quiet"];
+    for set in &sets {
+        args.extend(["--set", set]);
+    }
+    // Ten clients a round, of which at most two keep their state in memory: the 20th record
+    // is written in round 3 or later, after checkpoints that name spilled states.
+    let killed = std::process::Command::new(env!("CARGO_BIN_EXE_fedsim"))
+        .args(&args)
+        .env("FEDSIM_CRASH_AFTER", "client-states.0.log#20")
+        .output()
+        .unwrap();
+    assert!(!killed.status.success());
+    let resumed = fedsim(&["run", "--resume", path(&out), "--quiet"]);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert_eq!(common::model_bytes(&out), common::model_bytes(&reference));
+    assert_eq!(
+        common::metrics_without_timing(&out),
+        common::metrics_without_timing(&reference)
+    );
+}

@@ -233,6 +233,7 @@ impl Case {
                 availability: Arc::new(Availability::always()),
                 client_states: Arc::new(ClientStates::in_memory()),
                 evaluation: None,
+                sharing: None,
             },
             topology: self.topology(),
             network: NetworkConfig {

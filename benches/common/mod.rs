@@ -81,6 +81,7 @@ pub fn trainer(
         backend,
         faults: InjectedFaults::default(),
         stop: StopSignal::new(),
+        personal: None,
     };
     Trainer::new(setup, workers).expect("the pool starts")
 }
@@ -143,6 +144,7 @@ pub fn plan(
             availability: Arc::new(Availability::always()),
             client_states: Arc::new(ClientStates::in_memory()),
             evaluation: None,
+            sharing: None,
         },
         topology,
         network: NetworkConfig::default(),

@@ -20,6 +20,7 @@ mod matrix;
 pub mod mlp;
 pub mod network;
 pub mod resnet;
+pub mod sharing;
 
 use burn::tensor::Device;
 use serde::Serialize;
@@ -35,6 +36,7 @@ pub use lstm::{CharLstm, LstmModel};
 pub use mlp::{LogisticModel, Mlp, MlpModel};
 pub use network::{Input, Net, Network, Outputs, ParamSite};
 pub use resnet::{ResNet, ResnetModel};
+pub use sharing::Sharing;
 
 /// A model architecture an experiment file can name, with its hyperparameters:
 /// `{"name": "mlp", "hidden": [200, 200]}`, or the name alone (`"mlp"`) for the defaults.

@@ -10,8 +10,8 @@ use super::params::{ParamInfo, Plugged, Read, WithParams, params_as_map, read_pa
 use super::{Origin, Registered};
 use crate::config::check::Problems;
 use crate::strategy::{
-    Algorithm, AsyncStrategy, ClientAlgorithm, EdgeAggregation, Reduction, Selector, ServerHalf,
-    Setting, Strategy,
+    Algorithm, AsyncStrategy, ClientAlgorithm, EdgeAggregation, PersonalLayers, Reduction,
+    Selector, ServerHalf, Setting, Strategy,
 };
 
 /// An algorithm as the registry describes it.
@@ -104,6 +104,11 @@ impl AlgorithmChoice {
         self.chosen.client(setting)
     }
 
+    /// The layers that stay with each client.
+    pub fn personal_layers(&self) -> PersonalLayers {
+        self.chosen.personal_layers()
+    }
+
     pub(super) fn check(&self, setting: &Setting<'_>, problems: &mut Problems) {
         self.chosen.check(setting, problems);
     }
@@ -141,6 +146,8 @@ pub trait ChosenAlgorithm: Send + Sync {
     fn selector(&self, setting: &Setting<'_>) -> Box<dyn Selector>;
     /// See [`Algorithm::client`].
     fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm>;
+    /// See [`Algorithm::personal_layers`].
+    fn personal_layers(&self) -> PersonalLayers;
 }
 
 impl<A: Algorithm> AlgorithmEntry for Plugged<A> {
@@ -205,6 +212,10 @@ impl<A: Algorithm> ChosenAlgorithm for WithParams<A, A::Params> {
 
     fn client(&self, setting: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
         self.component.client(&self.params, setting)
+    }
+
+    fn personal_layers(&self) -> PersonalLayers {
+        self.component.personal_layers(&self.params)
     }
 }
 

@@ -15,7 +15,8 @@ use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
     Cfl, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgFt, FedAvgM, FedBuff, FedDyn, FedNova,
-    FedProx, FedYogi, Ifca, Krum, Median, Moon, Oort, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
+    FedPer, FedProx, FedYogi, Ifca, Krum, LgFedAvg, Median, Moon, Oort, PowerOfChoice, QFfl,
+    Scaffold, TrimmedMean,
 };
 
 /// Registers the built-in algorithms, models, data sets and partition schemes, in the order
@@ -42,7 +43,9 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(Cfl)?
         .algorithm(Ifca)?
         .algorithm(Moon)?
-        .algorithm(FedAvgFt)?;
+        .algorithm(FedAvgFt)?
+        .algorithm(FedPer)?
+        .algorithm(LgFedAvg)?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?

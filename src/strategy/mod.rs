@@ -32,10 +32,12 @@ mod fedavgm;
 mod fedbuff;
 mod feddyn;
 mod fednova;
+mod fedper;
 mod fedprox;
 pub mod fold;
 mod ifca;
 mod krum;
+mod lg_fedavg;
 mod median;
 mod moon;
 mod oort;
@@ -62,10 +64,12 @@ pub use fedavgm::{FedAvgM, FedAvgMServer};
 pub use fedbuff::{FedBuff, FedBuffServer};
 pub use feddyn::{FedDyn, FedDynClient, FedDynServer};
 pub use fednova::{FedNova, FedNovaServer};
+pub use fedper::{FedPer, KeepsLayers};
 pub use fedprox::{FedProx, ProximalClient};
 pub use fold::{Fold, Folded, Sum, Totals, Weighting};
 pub use ifca::{Ifca, IfcaClient, IfcaServer};
 pub use krum::{Krum, KrumServer};
+pub use lg_fedavg::LgFedAvg;
 pub use median::{Median, MedianServer};
 pub use moon::{Moon, MoonClient};
 pub use oort::{Oort, OortSelector};
@@ -147,11 +151,27 @@ pub trait Algorithm: Send + Sync + 'static {
         Arc::new(PlainClient)
     }
 
+    /// The model's layers that stay with each client ([`crate::model::sharing`] says how they
+    /// are named): only the others travel, and each client keeps its own between rounds. None
+    /// (the default): the whole model is shared.
+    fn personal_layers(&self, _params: &Self::Params) -> PersonalLayers {
+        PersonalLayers::default()
+    }
+
     /// The settings in which the algorithm gives another's results to the bit (FedProx with
     /// `mu` 0 is FedAvg): promises the conformance kit ([`crate::conformance`]) checks.
     fn reductions(&self) -> Vec<Reduction<Self::Params>> {
         Vec::new()
     }
+}
+
+/// The layers of the model that stay with each client, as an algorithm's parameters name them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PersonalLayers {
+    /// The parameter that names them, for errors (`personal`: `strategy.personal[0]`).
+    pub field: &'static str,
+    /// The layers: a layer's name, `head` or `body`.
+    pub names: Vec<String>,
 }
 
 /// What a tier's code unwinds with to end the run on purpose, with the reason the run's error

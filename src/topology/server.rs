@@ -12,6 +12,7 @@ use crate::history::{ClientHistory, Seen};
 use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
 use crate::output::{ProbedLoss, RoundRecord};
 use crate::seed::{Purpose, stream};
+use crate::model::Sharing;
 use crate::states::{ClientStates, SpillError, StatesSnapshot};
 use crate::stop::StopSignal;
 use crate::strategy::selection::misfit;
@@ -110,6 +111,9 @@ pub struct ServerSetup {
     pub client_states: Arc<ClientStates>,
     /// How the global model is evaluated; `None` never evaluates (to time the tree alone).
     pub evaluation: Option<EvaluationPlan>,
+    /// The model's personal layers, where the algorithm keeps some with each client: only the
+    /// other values go down and come up, and the global model's personal values never change.
+    pub sharing: Option<Arc<Sharing>>,
 }
 
 /// When the server evaluates the global model, and what evaluates it.
@@ -379,7 +383,7 @@ impl Server {
         let (sampled, probed) = self.select(round, roster, &online, clients_per_round, &global)?;
         let deadline = deadline_s.map(|d| self.now + d);
         self.send_downlinks(round, &sampled, roster, &global, deadline)?;
-        let collected = self.collect(round, &sampled, roster, deadline)?;
+        let collected = self.collect(round, &sampled, roster, deadline, &global)?;
         self.now = collected.finished;
         self.remember(round, roster, &collected.heard);
         let train_loss = collected.updates.train_loss();
@@ -478,6 +482,7 @@ impl Server {
         roster: &Roster,
         model: &Arc<[f32]>,
     ) -> Result<Vec<(ClientId, f64)>, FederationError> {
+        let model = self.travelling(model);
         for (child, clients) in self.addressed(clients, roster) {
             let probe = Message::Probe {
                 round,
@@ -672,7 +677,7 @@ impl Server {
                 round,
                 edge_round: 0,
                 clients,
-                model: sent.model,
+                model: self.travelling(&sent.model),
                 extras: sent.extras,
                 deadline,
             };
@@ -685,8 +690,27 @@ impl Server {
         Ok(())
     }
 
-    /// The strategy's aggregate of the round's updates, read as it asks.
+    /// What of `model` goes over the links: its shared values where the algorithm keeps
+    /// personal layers, else the whole model.
+    fn travelling(&self, model: &Arc<[f32]>) -> Arc<[f32]> {
+        match &self.setup.sharing {
+            Some(sharing) => sharing.shared_of(model).into(),
+            None => model.clone(),
+        }
+    }
+
+    /// The strategy's aggregate of the round's updates, read as it asks. With personal layers
+    /// the updates bring the shared values alone: each is read as a whole model with the
+    /// global model's personal values, which the aggregate keeps.
     fn aggregate(&mut self, round: &Round<'_>, global: &[f32], updates: Gathered) -> Aggregate {
+        let mut aggregate = self.aggregate_whole(round, global, updates);
+        if let Some(sharing) = &self.setup.sharing {
+            sharing.keep_personal(global, &mut aggregate.model);
+        }
+        aggregate
+    }
+
+    fn aggregate_whole(&mut self, round: &Round<'_>, global: &[f32], updates: Gathered) -> Aggregate {
         let strategy = self.rounds_strategy();
         match (strategy.reads(), updates) {
             (Reads::Sums(sums), updates) => {
@@ -713,8 +737,24 @@ impl Server {
         sampled: &[ClientId],
         roster: &Roster,
         deadline: Option<f64>,
+        global: &[f32],
     ) -> Result<RoundOutcome, FederationError> {
         let mut collector = RoundCollector::new(NodeId::Server, round, sampled, self.now, deadline);
+        // With personal layers an update brings the shared values: it is read whole, with the
+        // global model's personal values.
+        let whole = self
+            .setup
+            .sharing
+            .clone()
+            .map(|sharing| (sharing.personal_of(global), sharing));
+        let read_whole = move |mut envelope: Envelope| {
+            if let (Some((personal, sharing)), Message::Uplink(update)) =
+                (&whole, &mut envelope.message)
+            {
+                update.params = sharing.compose(&update.params, personal);
+            }
+            envelope
+        };
         if let (Some(foresight), Reads::Sums(sums)) =
             (self.foresight(deadline), self.rounds_strategy().reads())
         {
@@ -722,7 +762,10 @@ impl Server {
             collector = collector.folding(sums, foresight.contributors(round, 0, &sent));
         }
         let mut outcome = collector
-            .collect(|| self.recv_any().map(|(_, envelope)| Some(envelope)))?
+            .collect(|| {
+                self.recv_any()
+                    .map(|(_, envelope)| Some(read_whole(envelope)))
+            })?
             .expect("the server's own collection is never stopped");
         // Clients stopped with the run answer as failures; a round that overlapped a stop is
         // not a round the experiment played, so it is neither recorded nor reported.

@@ -7,6 +7,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::{Device, Int, Tensor};
 use rayon::prelude::*;
 
+use super::personal::PersonalSplit;
 use super::{ClientScores, ModelEvaluator};
 use crate::backend::BackendKind;
 use crate::config::ClientConfig;
@@ -137,6 +138,16 @@ pub struct ClientStarts {
     pub seed: u64,
     /// Every client's state.
     pub states: Arc<ClientStates>,
+    /// The model's personal layers, where the algorithm keeps some with each client.
+    pub personal: Option<Arc<PersonalSplit>>,
+}
+
+impl ClientStarts {
+    /// Whether each client uses a model of its own: the client half personalises, or keeps
+    /// personal layers.
+    fn personalised(&self) -> bool {
+        self.algorithm.personalises() || self.personal.is_some()
+    }
 }
 
 /// Scores the server's global model on burn: on the test set, and on every client's own test
@@ -184,7 +195,7 @@ impl ModelEvaluator for TestEvaluator {
         else {
             return Ok(None);
         };
-        let personal = if starts.algorithm.personalises() {
+        let personal = if starts.personalised() {
             let models = self.personal_models(&clients, round, sent, starts)?;
             ClientAccuracy::of(&self.accuracies(&clients, &models, tests))
         } else {
@@ -247,14 +258,19 @@ impl TestEvaluator {
                     let failed = |e: &dyn std::fmt::Display| {
                         format!("the personal model of client {client} in round {round}: {e}")
                     };
+                    let state = starts.states.get(client).map_err(|e| failed(&e))?;
+                    // With personal layers, the client's own in the model sent.
+                    let own = starts
+                        .personal
+                        .as_ref()
+                        .map(|split| split.with_own(&sent.model, state.as_ref()));
                     let view = ClientView {
                         round,
                         client,
-                        global: &sent.model,
+                        global: own.as_deref().unwrap_or(&sent.model),
                         downlink: &sent.extras,
                         lr: starts.client.lr,
                     };
-                    let state = starts.states.get(client).map_err(|e| failed(&e))?;
                     let mut tuning = Tuning {
                         starts,
                         model: &self.model,
@@ -522,6 +538,7 @@ mod tests {
             },
             seed: 0,
             states: Arc::new(ClientStates::in_memory()),
+            personal: None,
         };
         let evaluator = |algorithm| TestEvaluator {
             test_data: data.clone(),

@@ -5,7 +5,8 @@
 
 pub mod echo;
 pub mod evaluate;
-pub mod pool;
+pub mod personal;
+mod pool;
 
 pub use echo::{Answer, EchoTrainer};
 pub use evaluate::{

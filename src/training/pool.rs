@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::evaluate::mean_loss;
+use super::personal::PersonalSplit;
 use super::{
     ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, Probe, ProbeDone, Probed,
     answer,
@@ -23,7 +24,7 @@ use crate::data::partition::Partition;
 use crate::local::session::SessionParts;
 use crate::local::{LocalData, LocalTraining, TrainError};
 use crate::model::{Net, flat};
-use crate::network::{ClientId, Update};
+use crate::network::{ClientId, Tensors, Update};
 use crate::registry::ModelChoice;
 use crate::seed::{Purpose, stream};
 use crate::states::{ClientStates, SpillError};
@@ -55,6 +56,13 @@ pub struct TrainerSetup {
     pub faults: InjectedFaults,
     /// Stops training early; queued clients then fail at once, training ones within a step.
     pub stop: StopSignal,
+    /// The model's personal layers, where the algorithm keeps some with each client.
+    pub personal: Option<Arc<PersonalSplit>>,
+}
+
+/// A client's state that cannot be read or kept, as its training's error.
+fn state_lost(error: SpillError) -> TrainError {
+    TrainError::StateLost(error.to_string())
 }
 
 /// Trains clients on burn, one per worker of a rayon pool, each worker keeping its model.
@@ -135,7 +143,14 @@ impl Shared {
     /// them (a label-flipping attacker with its labels flipped).
     fn probe_on_this_worker(&self, probe: &Probe) -> Result<f64, TrainError> {
         let setup = &self.setup;
-        self.on_this_worker(&probe.model, |net, device| {
+        let whole = match &setup.personal {
+            Some(split) => {
+                let state = setup.states.get(probe.client).map_err(state_lost)?;
+                Some(split.whole(&probe.model, state.as_ref()))
+            }
+            None => None,
+        };
+        self.on_this_worker(whole.as_deref().unwrap_or(&probe.model), |net, device| {
             let local = LocalData {
                 data: &setup.data,
                 indices: &setup.partition.clients[probe.client],
@@ -151,13 +166,30 @@ impl Shared {
     fn train(&self, job: Job) -> Result<Update, ClientFailure> {
         let (round, client) = (job.round, job.client);
         answer(round, client, || {
-            self.on_this_worker(&job.model, |net, device| self.train_net(&job, net, device))
+            let state = self.setup.states.get(client).map_err(state_lost)?;
+            // With personal layers the job brings the shared values: the client adds its own.
+            let job = match &self.setup.personal {
+                Some(split) => Job {
+                    model: split.whole(&job.model, state.as_ref()).into(),
+                    ..job
+                },
+                None => job,
+            };
+            self.on_this_worker(&job.model, |net, device| {
+                self.train_net(&job, state, net, device)
+            })
         })
     }
 
-    /// Trains `job`'s client from `net`, loaded with the job's model; gives the trained
-    /// network back with the client's update.
-    fn train_net(&self, job: &Job, net: Net, device: &Device) -> Result<(Net, Update), TrainError> {
+    /// Trains `job`'s client, whose state is `state`, from `net`, loaded with the job's
+    /// (whole) model; gives the trained network back with the client's update.
+    fn train_net(
+        &self,
+        job: &Job,
+        mut state: Option<Tensors>,
+        net: Net,
+        device: &Device,
+    ) -> Result<(Net, Update), TrainError> {
         let setup = &self.setup;
         setup.faults.strike(job.round, job.client)?;
         let indices = &setup.partition.clients[job.client];
@@ -170,8 +202,6 @@ impl Shared {
             downlink: &job.extras,
             lr: setup.client.lr,
         };
-        let lost = |error: SpillError| TrainError::StateLost(error.to_string());
-        let mut state = setup.states.get(job.client).map_err(lost)?;
         let attack = self.attack_of(job.client);
         let local = LocalData {
             data: &setup.data,
@@ -209,10 +239,16 @@ impl Shared {
         for (name, values) in start_extras.iter().flat_map(|e| e.iter()) {
             extras.insert(name, values.to_vec());
         }
-        setup.states.put(job.client, state).map_err(lost)?;
+        if let Some(split) = &setup.personal {
+            split.keep(&params, &mut state);
+        }
+        setup.states.put(job.client, state).map_err(state_lost)?;
         if let Some(attack) = attack {
             let key = (setup.seed, job.round, job.edge_round);
             attack.corrupt(key, job.client, anchor, &mut params);
+        }
+        if let Some(split) = &setup.personal {
+            params = split.sharing.shared_of(&params);
         }
         let update = Update {
             round: job.round,

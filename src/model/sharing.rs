@@ -1,0 +1,235 @@
+//! Which of a model's values the federation shares and which stay with each client: an
+//! algorithm with personal layers (FedPer's head, LG-FedAvg's body) sends and receives only the
+//! shared values, and each client keeps its personal ones between rounds.
+//!
+//! Layers are named as the parameter layout names them, a parameter's dotted path without its
+//! last part (`layers.2` holds `layers.2.weight` and `layers.2.bias`), or by two words: `head`,
+//! the model's last layer, and `body`, every layer but the last.
+
+use std::ops::Range;
+
+use super::flat::Layout;
+
+/// The personal values of a model: the slices of its flat vector that stay with each client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sharing {
+    /// The personal slices, in order, none empty, none touching another.
+    personal: Vec<Range<usize>>,
+    /// Values in the whole model.
+    len: usize,
+}
+
+/// The layers of `layout`, in order: each parameter's name without its last part, with the
+/// slice of the flat vector its parameters take.
+pub fn layers(layout: &Layout) -> Vec<(String, Range<usize>)> {
+    let mut layers: Vec<(String, Range<usize>)> = Vec::new();
+    let mut start = 0;
+    for param in &layout.params {
+        let name = param
+            .name
+            .rsplit_once('.')
+            .map_or(param.name.as_str(), |(layer, _)| layer);
+        let end = start + param.len();
+        match layers.last_mut() {
+            Some((last, range)) if last == name => range.end = end,
+            _ => layers.push((name.to_string(), start..end)),
+        }
+        start = end;
+    }
+    layers
+}
+
+impl Sharing {
+    /// The sharing of a model of `layout` whose layers `names` are personal; `None` where
+    /// none is (every value shared). A name the model does not have is `Err` with its position
+    /// in `names` and what the model has.
+    pub fn of(layout: &Layout, names: &[String]) -> Result<Option<Self>, (usize, String)> {
+        let layers = layers(layout);
+        let last = layers.len().saturating_sub(1);
+        let mut personal = vec![false; layers.len()];
+        for (at, name) in names.iter().enumerate() {
+            match name.as_str() {
+                "head" => personal[last] = true,
+                "body" => personal[..last].iter_mut().for_each(|p| *p = true),
+                name => match layers.iter().position(|(layer, _)| layer == name) {
+                    Some(index) => personal[index] = true,
+                    None => {
+                        let known: Vec<&str> = layers.iter().map(|(l, _)| l.as_str()).collect();
+                        return Err((
+                            at,
+                            format!(
+                                "the model has no layer {name:?}; its layers are {} (or \"head\", the last, and \"body\", the others)",
+                                known.join(", ")
+                            ),
+                        ));
+                    }
+                },
+            }
+        }
+        let mut slices: Vec<Range<usize>> = Vec::new();
+        for ((_, range), _) in layers.iter().zip(&personal).filter(|(_, p)| **p) {
+            match slices.last_mut() {
+                Some(last) if last.end == range.start => last.end = range.end,
+                _ => slices.push(range.clone()),
+            }
+        }
+        slices.retain(|range| !range.is_empty());
+        Ok((!slices.is_empty()).then(|| Self {
+            personal: slices,
+            len: layout.params.iter().map(|p| p.len()).sum(),
+        }))
+    }
+
+    /// Values in the whole model.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the model has no values.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Values the federation shares.
+    pub fn shared_len(&self) -> usize {
+        self.len - self.personal_len()
+    }
+
+    /// Values each client keeps.
+    pub fn personal_len(&self) -> usize {
+        self.personal.iter().map(ExactSizeIterator::len).sum()
+    }
+
+    /// The slices the federation shares, in order.
+    fn shared(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        let starts = std::iter::once(0).chain(self.personal.iter().map(|p| p.end));
+        let ends = self
+            .personal
+            .iter()
+            .map(|p| p.start)
+            .chain(std::iter::once(self.len));
+        starts
+            .zip(ends)
+            .map(|(start, end)| start..end)
+            .filter(|range| !range.is_empty())
+    }
+
+    /// The shared values of the whole model `model`, in order: what travels.
+    pub fn shared_of(&self, model: &[f32]) -> Vec<f32> {
+        self.gather(model, self.shared())
+    }
+
+    /// The personal values of the whole model `model`, in order: what a client keeps.
+    pub fn personal_of(&self, model: &[f32]) -> Vec<f32> {
+        self.gather(model, self.personal.iter().cloned())
+    }
+
+    fn gather(&self, model: &[f32], slices: impl Iterator<Item = Range<usize>>) -> Vec<f32> {
+        assert_eq!(model.len(), self.len, "a whole model");
+        slices.flat_map(|range| &model[range]).copied().collect()
+    }
+
+    /// The whole model of `shared` values and `personal` ones.
+    pub fn compose(&self, shared: &[f32], personal: &[f32]) -> Vec<f32> {
+        assert_eq!(shared.len(), self.shared_len(), "the shared values");
+        assert_eq!(personal.len(), self.personal_len(), "the personal values");
+        let mut model = vec![0.0; self.len];
+        let mut fill = |slices: &mut dyn Iterator<Item = Range<usize>>, values: &[f32]| {
+            let mut next = 0;
+            for range in slices {
+                let len = range.len();
+                model[range].copy_from_slice(&values[next..next + len]);
+                next += len;
+            }
+        };
+        fill(&mut self.shared(), shared);
+        fill(&mut self.personal.iter().cloned(), personal);
+        model
+    }
+
+    /// Copies the personal values of `from` into `into`, both whole models.
+    pub fn keep_personal(&self, from: &[f32], into: &mut [f32]) {
+        for range in &self.personal {
+            into[range.clone()].copy_from_slice(&from[range.clone()]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::flat::{ParamKind, ParamSpec};
+
+    /// Three dense layers of 2 → 3 → 2 → 1 values.
+    fn layout() -> Layout {
+        let param = |name: &str, shape: Vec<usize>| ParamSpec {
+            name: name.to_string(),
+            kind: ParamKind::Weight,
+            shape,
+            fan_in: 1,
+        };
+        Layout {
+            params: vec![
+                param("layers.0.weight", vec![2, 3]),
+                param("layers.0.bias", vec![3]),
+                param("layers.1.weight", vec![3, 2]),
+                param("layers.1.bias", vec![2]),
+                param("out.weight", vec![2, 1]),
+                param("out.bias", vec![1]),
+            ],
+        }
+    }
+
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn layers_are_named_by_their_parameters_prefix() {
+        let found: Vec<(String, Range<usize>)> = layers(&layout());
+        assert_eq!(
+            found,
+            [
+                ("layers.0".to_string(), 0..9),
+                ("layers.1".to_string(), 9..17),
+                ("out".to_string(), 17..20),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_head_stays_and_the_body_travels_and_back_again() {
+        let model: Vec<f32> = (0..20).map(|v| v as f32).collect();
+        let head = Sharing::of(&layout(), &names(&["head"])).unwrap().unwrap();
+        assert_eq!(head.personal_of(&model), [17.0, 18.0, 19.0]);
+        assert_eq!(head.shared_of(&model), model[..17]);
+        let composed = head.compose(&head.shared_of(&model), &head.personal_of(&model));
+        assert_eq!(composed, model);
+
+        let body = Sharing::of(&layout(), &names(&["body"])).unwrap().unwrap();
+        assert_eq!(body.shared_of(&model), [17.0, 18.0, 19.0]);
+        assert_eq!((body.shared_len(), body.personal_len()), (3, 17));
+
+        // A middle layer: the shared values are those before it and after it.
+        let middle = Sharing::of(&layout(), &names(&["layers.1"]))
+            .unwrap()
+            .unwrap();
+        let shared = middle.shared_of(&model);
+        assert_eq!(shared.len(), 12);
+        assert_eq!(&shared[9..], [17.0, 18.0, 19.0]);
+        let mut into = vec![-1.0; 20];
+        middle.keep_personal(&model, &mut into);
+        assert_eq!(&into[9..17], &model[9..17]);
+        assert_eq!(into[8], -1.0);
+    }
+
+    #[test]
+    fn no_personal_layer_shares_everything_and_an_unknown_one_is_named() {
+        assert_eq!(Sharing::of(&layout(), &[]), Ok(None));
+        let (at, message) = Sharing::of(&layout(), &names(&["head", "fc9"])).unwrap_err();
+        assert_eq!(at, 1);
+        assert!(
+            message.contains("no layer \"fc9\"") && message.contains("layers.0, layers.1, out")
+        );
+    }
+}
