@@ -16,7 +16,7 @@ struct Setting {
     memory_limit_mb: u64,
 }
 
-const SETTINGS: [Setting; 4] = [
+const SETTINGS: [Setting; 5] = [
     Setting {
         name: "MLP, 100 clients, 10 a round, 20 rounds",
         overrides: &[],
@@ -45,7 +45,41 @@ const SETTINGS: [Setting; 4] = [
         ],
         memory_limit_mb: 200,
     },
+    Setting {
+        name: "FedPer, 10,000 clients, 100 a round, 100 rounds, 16 MiB for the personal heads",
+        overrides: &[
+            "federation.num_clients=10000",
+            "federation.clients_per_round=100",
+            "federation.rounds=100",
+            "strategy.name=fedper",
+            "eval.client_test_fraction=0.2",
+            "eval.every=50",
+            "federation.client_state_memory_mb=16",
+            "checkpoint.every=10",
+        ],
+        memory_limit_mb: 400,
+    },
 ];
+
+/// Where the clients' states were kept, from `summary.json`: their bytes in memory and spilled,
+/// the spill file's size and the seconds its writes and reads took; `–` where none spilled.
+fn states(summary: &serde_json::Value) -> String {
+    let usage = &summary["client_states"];
+    let megabytes = |field: &str| usage[field].as_f64().unwrap_or(f64::NAN) / 1e6;
+    match usage.is_null() {
+        true => "–".to_string(),
+        false => format!(
+            "{} clients: {:.1} MB in memory, {:.1} MB spilled ({:.1} MB file, {} writes, {} reads, {:.2} s)",
+            usage["clients"],
+            megabytes("memory_bytes"),
+            megabytes("spilled_bytes"),
+            megabytes("spill_file_bytes"),
+            usage["spill_writes"],
+            usage["spill_reads"],
+            usage["spill_seconds"].as_f64().unwrap_or(f64::NAN)
+        ),
+    }
+}
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -53,8 +87,10 @@ fn main() {
     let scratch = tempfile::tempdir().expect("a scratch folder");
     println!("every setting: `fedsim run experiments/mnist-t1.json` with the overrides shown");
     println!();
-    println!("| setting | overrides | wall s | s per round | peak memory MB | limit MB |");
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| setting | overrides | wall s | s per round | peak memory MB | limit MB | clients' states |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for (index, setting) in SETTINGS.iter().enumerate() {
         let out = scratch.path().join(index.to_string());
         let mut command = Command::new(env!("CARGO_BIN_EXE_fedsim"));
@@ -82,11 +118,12 @@ fn main() {
             .as_f64()
             .map_or("unknown".to_string(), |b| format!("{:.0}", b / 1e6));
         println!(
-            "| {} | {} | {wall:.2} | {:.3} | {peak} | {} |",
+            "| {} | {} | {wall:.2} | {:.3} | {peak} | {} | {} |",
             setting.name,
             setting.overrides.join(" "),
             wall / rounds,
-            setting.memory_limit_mb
+            setting.memory_limit_mb,
+            states(&summary)
         );
     }
 }

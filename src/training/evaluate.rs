@@ -86,12 +86,7 @@ pub fn client_accuracies(
     };
     let correct: Vec<bool> = all
         .par_chunks(batch_size)
-        .map_init(new_net, |net, chunk| {
-            let (logits, labels) = logits(net, data, chunk, device);
-            let predicted = logits.argmax(1).squeeze_dim::<1>(1);
-            let hits = predicted.equal(labels).into_data();
-            hits.iter::<bool>().collect::<Vec<bool>>()
-        })
+        .map_init(new_net, |net, chunk| correct_of(net, data, chunk, device))
         .flatten()
         .collect();
     let mut offset = 0;
@@ -106,6 +101,21 @@ pub fn client_accuracies(
             hits as f64 / indices.len() as f64
         })
         .collect()
+}
+
+/// Whether `net` classifies each of the samples at `indices` correctly, in order.
+fn correct_of(net: &Net, data: &Dataset, indices: &[usize], device: &Device) -> Vec<bool> {
+    let (logits, labels) = logits(net, data, indices, device);
+    let predicted = logits.argmax(1).squeeze_dim::<1>(1);
+    predicted.equal(labels).into_data().iter::<bool>().collect()
+}
+
+/// How many of the samples at `indices` `net` classifies correctly.
+fn hits(net: &Net, data: &Dataset, indices: &[usize], device: &Device) -> usize {
+    correct_of(net, data, indices, device)
+        .into_iter()
+        .filter(|&hit| hit)
+        .count()
 }
 
 /// The samples each client is evaluated on: held out of its training samples, or its own
@@ -196,8 +206,8 @@ impl ModelEvaluator for TestEvaluator {
             return Ok(None);
         };
         let personal = if starts.personalised() {
-            let models = self.personal_models(&clients, round, sent, starts)?;
-            ClientAccuracy::of(&self.accuracies(&clients, &models, tests))
+            let scores = self.personal_accuracies(&clients, round, sent, (tests, starts))?;
+            ClientAccuracy::of(&scores)
         } else {
             None
         };
@@ -236,25 +246,27 @@ impl TestEvaluator {
         accuracies
     }
 
-    /// The personal model each of `clients` would use in `round` when sent `sent(client)`,
-    /// as its client half builds it from the client's state. Clients are personalised in
-    /// parallel, each alone (a fine-tuning network per thread), so the models do not depend
-    /// on the thread count.
-    fn personal_models(
+    /// The accuracy of each of `clients` on its test samples with the personal model it would
+    /// use in `round` when sent `sent(client)`, as its client half builds it from the client's
+    /// state. Clients are personalised and scored in parallel, each alone (a fine-tuning and
+    /// a scoring network per thread), so the scores do not depend on the thread count; each
+    /// model is dropped once scored, so a federation of many clients holds a few at a time.
+    fn personal_accuracies(
         &self,
         clients: &[ClientId],
         round: u32,
         sent: &dyn Fn(ClientId) -> Sent,
-        starts: &ClientStarts,
-    ) -> Result<Vec<Arc<[f32]>>, String> {
+        (tests, starts): (&ClientTests, &ClientStarts),
+    ) -> Result<Vec<f64>, String> {
         let sent: Vec<Sent> = clients.iter().map(|&client| sent(client)).collect();
-        let device = self.backend.training_device();
+        let (device, scoring) = (self.backend.training_device(), self.backend.device());
+        let shape = tests.data.shape();
         clients
             .par_iter()
             .zip(&sent)
             .map_init(
-                || None,
-                |net: &mut Option<Net>, (&client, sent)| {
+                || (None, None),
+                |(net, scorer): &mut (Option<Net>, Option<Net>), (&client, sent)| {
                     let failed = |e: &dyn std::fmt::Display| {
                         format!("the personal model of client {client} in round {round}: {e}")
                     };
@@ -279,11 +291,18 @@ impl TestEvaluator {
                         net,
                         device: &device,
                     };
-                    starts
+                    let model = starts
                         .algorithm
                         .personal_model(&view, state.as_ref(), &mut tuning)
-                        .map(Arc::from)
-                        .map_err(|e| failed(&e))
+                        .map_err(|e| failed(&e))?;
+                    let empty = scorer
+                        .take()
+                        .unwrap_or_else(|| self.model.build(shape, &scoring));
+                    let loaded = flat::load(empty, &model);
+                    let held_out = &tests.held_out[client];
+                    let score = hits(&loaded, &tests.data, held_out, &scoring) as f64;
+                    *scorer = Some(loaded);
+                    Ok(score / held_out.len() as f64)
                 },
             )
             .collect()
