@@ -44,8 +44,8 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(Ifca)?
         .algorithm(Moon)?
         .algorithm(FedAvgFt)?
-        .algorithm(FedPer)?
-        .algorithm(LgFedAvg)?;
+        .algorithm(FedPer::default())?
+        .algorithm(LgFedAvg::default())?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?
