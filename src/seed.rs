@@ -33,6 +33,9 @@ impl Purpose {
     /// A client's shuffle of its samples when its model is fine-tuned to be scored on its own
     /// test samples (per round of evaluation).
     pub const FINE_TUNE: Purpose = Purpose::new("fine-tune");
+    /// A client's shuffle of its samples in the passes that update its personal model after
+    /// it trained (per round).
+    pub const PERSONAL_PASS: Purpose = Purpose::new("personal-pass");
     /// Whether a client is unavailable (per edge round).
     pub const DROPOUT: Purpose = Purpose::new("dropout");
     /// A client's simulated compute speed, drawn once per run.

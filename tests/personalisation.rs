@@ -233,3 +233,18 @@ fn a_run_killed_while_spilling_personal_layers_resumes_to_the_bits_of_one_never_
         common::metrics_without_timing(&reference)
     );
 }
+
+#[test]
+fn dittos_global_model_is_fedavgs_to_the_bit_and_its_personal_models_fit_their_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fedavg, ditto) = (dir.path().join("fedavg"), dir.path().join("ditto"));
+    run_ok(&experiment("mnist-t1"), &fedavg, SKEWED);
+    let sets: Vec<&str> = [SKEWED, &[r#"strategy={"name":"ditto","lambda":0.1}"#]].concat();
+    run_ok(&experiment("mnist-t1"), &ditto, &sets);
+    // The personal steps draw from a stream of their own: the updates are FedAvg's.
+    assert_eq!(common::model_bytes(&ditto), common::model_bytes(&fedavg));
+    let record = records(&ditto).last().unwrap().clone();
+    let global = record["client_accuracy"]["mean"].as_f64().unwrap();
+    let personal = record["personal_accuracy"]["mean"].as_f64().unwrap();
+    assert!(personal > global + 0.1, "{record}");
+}

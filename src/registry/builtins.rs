@@ -14,7 +14,7 @@ use crate::data::synthetic::SyntheticData;
 use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
-    Cfl, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgFt, FedAvgM, FedBuff, FedDyn, FedNova,
+    Cfl, Ditto, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgFt, FedAvgM, FedBuff, FedDyn, FedNova,
     FedPer, FedProx, FedYogi, Ifca, Krum, LgFedAvg, Median, Moon, Oort, PowerOfChoice, QFfl,
     Scaffold, TrimmedMean,
 };
@@ -45,7 +45,8 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(Moon)?
         .algorithm(FedAvgFt)?
         .algorithm(FedPer::default())?
-        .algorithm(LgFedAvg::default())?;
+        .algorithm(LgFedAvg::default())?
+        .algorithm(Ditto)?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?

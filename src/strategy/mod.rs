@@ -25,6 +25,7 @@
 
 mod adaptive;
 mod cfl;
+mod ditto;
 mod fedasync;
 mod fedavg;
 mod fedavg_ft;
@@ -58,6 +59,7 @@ use serde::de::DeserializeOwned;
 
 pub use adaptive::{AdaptiveServer, FedAdagrad, FedAdam, FedYogi};
 pub use cfl::{Cfl, CflServer};
+pub use ditto::{Ditto, DittoClient};
 pub use fedasync::{FedAsync, FedAsyncServer, Staleness};
 pub use fedavg::{FedAvg, FedAvgServer};
 pub use fedavg_ft::{FedAvgFt, FineTunedClient};
@@ -708,6 +710,20 @@ pub trait ClientAlgorithm: Send + Sync {
         Tensors::new()
     }
 
+    /// After [`ClientAlgorithm::finish`], for a client half that keeps a personal model: updates
+    /// it in the client's state by passes of local training of its own (`passes`), which leave
+    /// the update sent up as it is (Ditto trains its personal model towards the model sent).
+    /// By default nothing.
+    fn personal_update(
+        &self,
+        _view: &ClientView<'_>,
+        _state: &mut Option<Tensors>,
+        _trained: &Trained<'_>,
+        _passes: &mut dyn FineTuning,
+    ) -> Result<(), TrainError> {
+        Ok(())
+    }
+
     /// Whether the algorithm is personalised: each client uses a model of its own
     /// ([`ClientAlgorithm::personal_model`]), which the records score on the clients' own test
     /// samples beside the global model (`personal_accuracy` in `metrics.jsonl`).
@@ -729,12 +745,25 @@ pub trait ClientAlgorithm: Send + Sync {
 }
 
 /// Local training that a client half may ask for to personalise a model
-/// ([`ClientAlgorithm::personal_model`]): steps of the client's own optimiser settings over its
-/// training data, the batches in an order drawn for that purpose from the seed (so the same on
-/// every rerun, and apart from the order its training rounds draw).
+/// ([`ClientAlgorithm::personal_model`], [`ClientAlgorithm::personal_update`]): steps of the
+/// client's own optimiser settings over its training data, the batches in an order drawn for
+/// that purpose from the seed (so the same on every rerun, and apart from the order its
+/// training rounds draw).
 pub trait FineTuning {
+    /// The model after `steps` steps from `start` on the loss and `objective`'s terms, whose
+    /// proximal term pulls towards `anchor`.
+    fn train(
+        &mut self,
+        start: &[f32],
+        steps: u32,
+        objective: &Objective,
+        anchor: &[f32],
+    ) -> Result<Vec<f32>, TrainError>;
+
     /// The model after `steps` steps from `start`, on the loss alone.
-    fn fine_tune(&mut self, start: &[f32], steps: u32) -> Result<Vec<f32>, TrainError>;
+    fn fine_tune(&mut self, start: &[f32], steps: u32) -> Result<Vec<f32>, TrainError> {
+        self.train(start, steps, &Objective::default(), start)
+    }
 }
 
 /// A client that trains on the loss alone and keeps nothing: FedAvg's, and that of every

@@ -7,6 +7,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::{Device, Int, Tensor};
 use rayon::prelude::*;
 
+use super::passes::ExtraPasses;
 use super::personal::PersonalSplit;
 use super::{ClientScores, ModelEvaluator};
 use crate::backend::BackendKind;
@@ -14,8 +15,7 @@ use crate::config::ClientConfig;
 use crate::data::Dataset;
 use crate::data::partition::Partition;
 use crate::local::batch::{Altered, batch};
-use crate::local::session::SessionParts;
-use crate::local::{LocalData, LocalTraining, Objective, TrainError, train_on_objective};
+use crate::local::LocalData;
 use crate::model::{Net, flat};
 use crate::network::ClientId;
 use crate::output::{ClientAccuracy, Evaluation};
@@ -23,7 +23,7 @@ use crate::registry::ModelChoice;
 use crate::seed::{Purpose, stream};
 use crate::states::ClientStates;
 use crate::stop::StopSignal;
-use crate::strategy::{ClientAlgorithm, ClientView, FineTuning, Sent};
+use crate::strategy::{ClientAlgorithm, ClientView, Sent};
 
 /// Evaluates the model `params` (of architecture `model`) on all of `data`, `batch_size`
 /// samples per forward pass. Batches run in parallel on the current rayon pool, each thread
@@ -283,13 +283,20 @@ impl TestEvaluator {
                         downlink: &sent.extras,
                         lr: starts.client.lr,
                     };
-                    let mut tuning = Tuning {
-                        starts,
+                    let mut tuning = ExtraPasses {
+                        local: LocalData {
+                            data: &starts.data,
+                            indices: &starts.training.clients[client],
+                            flip_labels: false,
+                        },
+                        config: &starts.client,
                         model: &self.model,
-                        client,
-                        round,
+                        shape: starts.data.shape(),
+                        rng: stream(starts.seed, Purpose::FINE_TUNE, round, client),
                         net,
                         device: &device,
+                        // Scoring is short: it finishes before the run stops.
+                        stop: &StopSignal::new(),
                     };
                     let model = starts
                         .algorithm
@@ -355,49 +362,6 @@ impl TestEvaluator {
                 },
             )
             .collect()
-    }
-}
-
-/// Fine-tuning for a client's personal model, on a network kept by the evaluating thread.
-struct Tuning<'a> {
-    starts: &'a ClientStarts,
-    model: &'a ModelChoice,
-    client: ClientId,
-    round: u32,
-    net: &'a mut Option<Net>,
-    device: &'a Device,
-}
-
-impl FineTuning for Tuning<'_> {
-    fn fine_tune(&mut self, start: &[f32], steps: u32) -> Result<Vec<f32>, TrainError> {
-        let starts = self.starts;
-        let shape = starts.data.shape();
-        let scratch = self
-            .net
-            .take()
-            .unwrap_or_else(|| self.model.build(shape, self.device));
-        let mut rng = stream(starts.seed, Purpose::FINE_TUNE, self.round, self.client);
-        let build = |params: &[f32]| flat::load(self.model.build(shape, self.device), params);
-        // Scoring is short: it finishes before the run stops.
-        let stop = StopSignal::new();
-        let session = LocalTraining::new(SessionParts {
-            local: LocalData {
-                data: &starts.data,
-                indices: &starts.training.clients[self.client],
-                flip_labels: false,
-            },
-            config: &starts.client,
-            budget: steps,
-            rng: &mut rng,
-            device: self.device,
-            stop: &stop,
-            start,
-            build: &build,
-        });
-        let trained = train_on_objective(session, flat::load(scratch, start), &Objective::default())?;
-        let params = flat::flatten(&trained.net);
-        *self.net = Some(trained.net);
-        Ok(params)
     }
 }
 

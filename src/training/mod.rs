@@ -5,6 +5,7 @@
 
 pub mod echo;
 pub mod evaluate;
+mod passes;
 pub mod personal;
 mod pool;
 

@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::evaluate::mean_loss;
+use super::passes::ExtraPasses;
 use super::personal::PersonalSplit;
 use super::{
     ClientFailure, ClientTrainer, Done, InjectedFaults, Job, JobQueue, Probe, ProbeDone, Probed,
@@ -239,6 +240,22 @@ impl Shared {
         for (name, values) in start_extras.iter().flat_map(|e| e.iter()) {
             extras.insert(name, values.to_vec());
         }
+        // A personal model's own passes, on this worker's network once the update is taken.
+        let mut net = Some(result.net);
+        let mut passes = ExtraPasses {
+            local,
+            config: &setup.client,
+            model: &setup.model,
+            shape: setup.data.shape(),
+            rng: stream(setup.seed, Purpose::PERSONAL_PASS, job.round, job.client),
+            net: &mut net,
+            device,
+            stop: &setup.stop,
+        };
+        setup
+            .algorithm
+            .personal_update(&view, &mut state, &trained, &mut passes)?;
+        let net = net.expect("a pass gives the network back");
         if let Some(split) = &setup.personal {
             split.keep(&params, &mut state);
         }
@@ -259,7 +276,7 @@ impl Shared {
             params,
             extras,
         };
-        Ok((result.net, update))
+        Ok((net, update))
     }
 
     /// `net` (loaded with the model sent) ready to train: loaded with the model the client

@@ -1,0 +1,208 @@
+//! Ditto: Li et al. (2021), "Ditto: Fair and Robust Federated Learning Through
+//! Personalization". The federation trains FedAvg's global model `w`, to the bit; each client
+//! also keeps a personal model `v_k`, which after its round of training takes as many steps
+//! of its own on
+//!
+//! ```text
+//! F_k(v) + λ/2 |v - w_t|²      so each step uses   ∇F_k(v) + λ (v - w_t)
+//! ```
+//!
+//! where `w_t` is the global model the client was sent (the paper's Algorithm 1, its local
+//! solver SGD). `λ` trades personalisation (0: each client trains alone) against the pull of the
+//! global model (large: `v_k` stays near `w_t`). A client's personal model starts as the first
+//! model it is sent and lives in its state between rounds (spilled past the budget); it is what
+//! the client is scored with (`personal_accuracy`). The personal steps draw their batches from
+//! a stream of their own, so the update sent up, and so the global model, is FedAvg's.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, FineTuning, Objective,
+    Reduction, Setting, Strategy, Trained,
+};
+use crate::config::check::Problems;
+use crate::local::TrainError;
+use crate::network::Tensors;
+
+/// Ditto: FedAvg's server, and [`DittoClient`]'s personal models.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ditto;
+
+impl Algorithm for Ditto {
+    type Params = Params;
+
+    fn name(&self) -> &'static str {
+        "ditto"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Li et al. 2021, Ditto: Fair and Robust Federated Learning Through Personalization"
+    }
+
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "lambda",
+            "λ (≥ 0), the pull of the global model on each client's personal model",
+        )]
+    }
+
+    fn check(&self, params: &Params, _: &Setting<'_>, problems: &mut Problems) {
+        problems.non_negative("lambda", params.lambda);
+    }
+
+    fn edge_rule(&self, _params: &Params) -> EdgeAggregation {
+        EdgeAggregation::MODELS
+    }
+
+    fn server(&self, _: &Params, _: &Setting<'_>, _: usize) -> Box<dyn Strategy> {
+        Box::new(FedAvgServer)
+    }
+
+    fn client(&self, params: &Params, _: &Setting<'_>) -> Arc<dyn ClientAlgorithm> {
+        Arc::new(DittoClient {
+            lambda: params.lambda as f32,
+        })
+    }
+
+    /// Its global model is FedAvg's, whatever `λ`.
+    fn reductions(&self) -> Vec<Reduction<Params>> {
+        vec![Reduction::to("fedavg", Params::default())]
+    }
+}
+
+/// Ditto's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// `λ`.
+    pub lambda: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self { lambda: 0.1 }
+    }
+}
+
+/// The name of a client's personal model in its state.
+const PERSONAL_MODEL: &str = "personal_model";
+
+/// Ditto's client half: FedAvg's training, then its personal model's steps.
+#[derive(Debug, Clone, Copy)]
+pub struct DittoClient {
+    /// `λ`.
+    pub lambda: f32,
+}
+
+impl ClientAlgorithm for DittoClient {
+    fn personal_update(
+        &self,
+        view: &ClientView<'_>,
+        state: &mut Option<Tensors>,
+        trained: &Trained<'_>,
+        passes: &mut dyn FineTuning,
+    ) -> Result<(), TrainError> {
+        let personal = state
+            .as_ref()
+            .and_then(|s| s.get(PERSONAL_MODEL))
+            .unwrap_or(view.global);
+        let objective = Objective {
+            proximal: Some(self.lambda),
+            ..Objective::default()
+        };
+        let updated = passes.train(personal, trained.steps, &objective, view.global)?;
+        state
+            .get_or_insert_with(Tensors::new)
+            .insert(PERSONAL_MODEL, updated);
+        Ok(())
+    }
+
+    fn personalises(&self) -> bool {
+        true
+    }
+
+    fn personal_model(
+        &self,
+        view: &ClientView<'_>,
+        state: Option<&Tensors>,
+        _tuning: &mut dyn FineTuning,
+    ) -> Result<Vec<f32>, TrainError> {
+        let personal = state.and_then(|s| s.get(PERSONAL_MODEL));
+        Ok(personal.unwrap_or(view.global).to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records each pass it is asked for and answers with the start plus one.
+    #[derive(Default)]
+    struct Recorded(Vec<(Vec<f32>, u32, Objective, Vec<f32>)>);
+
+    impl FineTuning for Recorded {
+        fn train(
+            &mut self,
+            start: &[f32],
+            steps: u32,
+            objective: &Objective,
+            anchor: &[f32],
+        ) -> Result<Vec<f32>, TrainError> {
+            self.0
+                .push((start.to_vec(), steps, objective.clone(), anchor.to_vec()));
+            Ok(start.iter().map(|v| v + 1.0).collect())
+        }
+    }
+
+    #[test]
+    fn the_personal_model_takes_the_rounds_steps_towards_the_model_sent_and_is_kept() {
+        let client = DittoClient { lambda: 0.5 };
+        let (sent, trained_params) = ([1.0, 2.0], [3.0, 4.0]);
+        let nothing = Tensors::new();
+        let view = |global| ClientView {
+            round: 1,
+            client: 4,
+            global,
+            downlink: &nothing,
+            lr: 0.1,
+        };
+        let trained = Trained {
+            params: &trained_params,
+            steps: 7,
+            loss_at_global: None,
+        };
+        let mut passes = Recorded::default();
+        let mut state = None;
+        // First round: the personal model starts as the model sent.
+        client
+            .personal_update(&view(&sent), &mut state, &trained, &mut passes)
+            .unwrap();
+        let proximal = Objective {
+            proximal: Some(0.5),
+            ..Objective::default()
+        };
+        assert_eq!(
+            passes.0[0],
+            (vec![1.0, 2.0], 7, proximal.clone(), vec![1.0, 2.0])
+        );
+        let kept = state.as_ref().unwrap().expect(PERSONAL_MODEL).to_vec();
+        assert_eq!(kept, [2.0, 3.0]);
+        // Next round: from its own model, pulled towards the new one sent.
+        let next = [0.0, 0.5];
+        client
+            .personal_update(&view(&next), &mut state, &trained, &mut passes)
+            .unwrap();
+        assert_eq!(passes.0[1], (vec![2.0, 3.0], 7, proximal, vec![0.0, 0.5]));
+        let scored = client
+            .personal_model(&view(&next), state.as_ref(), &mut passes)
+            .unwrap();
+        assert_eq!(scored, [3.0, 4.0]);
+        // A client that never trained is scored with the model sent.
+        let fresh = client
+            .personal_model(&view(&next), None, &mut passes)
+            .unwrap();
+        assert_eq!(fresh, [0.0, 0.5]);
+    }
+}
