@@ -14,7 +14,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::to_python;
-use crate::strategy::leak;
+use crate::registry::{add_data_set, leak};
 
 /// Adds the module's functions.
 pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -24,10 +24,9 @@ pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// A data set registered from Python, as the registry holds one.
 #[derive(Clone)]
-pub(crate) struct PyDataSet {
-    pub(crate) name: &'static str,
+struct PyDataSet {
+    name: &'static str,
     about: &'static str,
-    pub(crate) origin: Origin,
     arrays: Arc<Arrays>,
 }
 
@@ -71,12 +70,13 @@ fn register_dataset(
     };
     let splits = arrays.read(name).map_err(|e| to_python(py, e.into()))?;
     arrays.kind = splits.train.shape().sample.kind();
-    crate::registry::add_data_set(PyDataSet {
+    let data_set = PyDataSet {
         name: leak(name),
         about: leak(about),
-        origin: Origin::new("NumPy arrays (Python)", env!("CARGO_PKG_VERSION")),
         arrays: Arc::new(arrays),
-    })
+    };
+    let origin = Origin::new("NumPy arrays (Python)", env!("CARGO_PKG_VERSION"));
+    add_data_set(data_set, origin)
 }
 
 /// Client ids as indices: from 0, every client with a training sample, test samples only of

@@ -18,7 +18,7 @@ use fedsim::config::check::Problems;
 use fedsim::network::{StateError, Tensors};
 use fedsim::registry::Origin;
 
-use crate::registry::registry;
+use crate::registry::{add_algorithm, leak, registry};
 use fedsim::history::Seen;
 use fedsim::network::ClientId;
 use fedsim::seed::{self, Purpose};
@@ -74,26 +74,19 @@ fn conformance(
 /// `ValueError`.
 #[pyfunction]
 fn register_strategy(name: &str, paper: &str, origin: &str, adapter: Py<PyAny>) -> PyResult<()> {
-    crate::registry::add_algorithm(PyAlgorithm {
+    let algorithm = PyAlgorithm {
         name: leak(name),
         paper: leak(paper),
-        origin: Origin::new(origin, env!("CARGO_PKG_VERSION")),
         adapter: Arc::new(adapter),
-    })
-}
-
-/// `text` for as long as the process lives: the registry names components by `&'static str`,
-/// and a Python strategy or data set is registered once or a few times a session.
-pub(crate) fn leak(text: &str) -> &'static str {
-    Box::leak(text.to_string().into_boxed_str())
+    };
+    add_algorithm(algorithm, Origin::new(origin, env!("CARGO_PKG_VERSION")))
 }
 
 /// A strategy class registered from Python, as the registry holds an algorithm.
 #[derive(Clone)]
-pub(crate) struct PyAlgorithm {
-    pub(crate) name: &'static str,
+struct PyAlgorithm {
+    name: &'static str,
     paper: &'static str,
-    pub(crate) origin: Origin,
     /// The `fedsim.strategy._Adapter` that makes instances of the class and calls them.
     adapter: Arc<Py<PyAny>>,
 }
