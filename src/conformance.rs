@@ -386,8 +386,8 @@ impl Kit<'_> {
         )?;
         // A personalised algorithm that reduces to one that is not gives its global model, and
         // scores its personal models besides.
-        let personal = target.rounds.iter().all(|r| r.personal_accuracy.is_none());
-        let ignored: &[&str] = match personal {
+        let target_unpersonalised = target.rounds.iter().all(|r| r.personal_accuracy.is_none());
+        let ignored: &[&str] = match target_unpersonalised {
             true => &["traffic", "strategy", "personal_accuracy"],
             false => &["traffic", "strategy"],
         };

@@ -17,6 +17,7 @@ use crate::history::ClientHistory;
 use crate::model::Sharing;
 use crate::model::flat::{Layout, initial_params};
 use crate::network::{ClientId, Tensors};
+use crate::output::atomic::WriteError;
 use crate::output::claim::{self, Claim, FolderKind, Found};
 use crate::output::manifest::{PluginUse, Resume};
 use crate::output::run_folder::{FolderError, Saved, claim_to_continue};
@@ -58,8 +59,9 @@ pub struct Experiment {
     scheme: PartitionChoice,
     /// Its parameter layout for the data set.
     layout: Layout,
-    /// The layers that stay with each client, where the algorithm keeps some.
-    sharing: Option<Sharing>,
+    /// The layers that stay with each client with the initial model's values, where the
+    /// algorithm keeps some.
+    personal: Option<Arc<PersonalSplit>>,
     train: Arc<Dataset>,
     test: Arc<Dataset>,
     partition: Arc<Partition>,
@@ -185,8 +187,12 @@ impl Experiment {
         if let Some(problem) = registry::unscored_personal_models(&algorithm, &config, natural) {
             return Err(registry::invalid_in_code(vec![problem]).into());
         }
-        let sharing = personal_sharing(&algorithm, &layout, &config)
-            .map_err(|problem| registry::invalid_in_code(vec![problem]))?;
+        let personal = personal_sharing(&algorithm, &layout, &config)
+            .map_err(|problem| registry::invalid_in_code(vec![problem]))?
+            .map(|sharing| {
+                let initial = initial_model(config.seed, &layout, 0);
+                Arc::new(PersonalSplit::new(sharing, &initial))
+            });
         Ok(Self {
             config,
             algorithm,
@@ -194,7 +200,7 @@ impl Experiment {
             data_set,
             scheme,
             layout,
-            sharing,
+            personal,
             train,
             test,
             partition: Arc::new(split.train),
@@ -431,8 +437,7 @@ impl Experiment {
             // it is finished has all its files.
             if round.is_multiple_of(config.checkpoint.every) && round < rounds {
                 state.advance(pending.take());
-                folder.checkpoint(&state)?;
-                states.committed(&state.client_states);
+                checkpoint(folder, &state, &states)?;
             }
             Ok::<_, Error>(())
         })?
@@ -443,8 +448,7 @@ impl Experiment {
             if pending.as_ref().is_some_and(|p| p.round < rounds) {
                 state.advance(pending);
             }
-            folder.checkpoint(&state)?;
-            states.committed(&state.client_states);
+            checkpoint(folder, &state, &states)?;
             return Err(match error {
                 FederationError::Stopped => Error::Stopped { round: state.round },
                 other => other.into(),
@@ -452,8 +456,7 @@ impl Experiment {
         }
         state.advance(pending);
         let result = self.finish(folder, state.model.clone(), records, &states)?;
-        folder.checkpoint(&state)?;
-        states.committed(&state.client_states);
+        checkpoint(folder, &state, &states)?;
         Ok(result)
     }
 
@@ -496,15 +499,8 @@ impl Experiment {
             client: self.config.client.clone(),
             seed: self.config.seed,
             states: states.clone(),
-            personal: self.personal_split(),
+            personal: self.personal.clone(),
         }
-    }
-
-    /// The model's personal layers with the initial model's values, where the algorithm keeps
-    /// some with each client.
-    fn personal_split(&self) -> Option<Arc<PersonalSplit>> {
-        let sharing = self.sharing.clone()?;
-        Some(Arc::new(PersonalSplit::new(sharing, &self.fresh(0))))
     }
 
     /// The burn trainer for this experiment's clients.
@@ -528,7 +524,7 @@ impl Experiment {
             backend: config.backend,
             faults: InjectedFaults::new(&config.faults),
             stop: stop.clone(),
-            personal: self.personal_split(),
+            personal: self.personal.clone(),
         };
         Trainer::new(setup, config.federation.num_parallels)
             .map_err(|e| Error::Threads(e.to_string()))
@@ -577,7 +573,7 @@ impl Experiment {
             history,
             availability: self.availability.clone(),
             client_states: states.clone(),
-            sharing: self.sharing.clone().map(Arc::new),
+            sharing: self.personal.as_ref().map(|p| Arc::new(p.sharing.clone())),
             evaluation: Some(EvaluationPlan {
                 every: config.eval.every,
                 every_s: config.eval.every_s,
@@ -638,8 +634,7 @@ impl FreshModels for Experiment {
     /// Draw `draw` of the model's initialisation, from its own stream of the seed's
     /// initialisation purpose: draw 0 is the run's initial global model.
     fn fresh(&self, draw: u32) -> Vec<f32> {
-        let mut rng = stream(self.config.seed, Purpose::MODEL_INIT, 0, draw as usize);
-        initial_params(self.layout(), &mut rng)
+        initial_model(self.config.seed, self.layout(), draw)
     }
 }
 
@@ -900,6 +895,27 @@ fn command_line() -> Vec<String> {
     std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect()
+}
+
+/// Writes `state` as the run's checkpoint; the clients' states then drop what no checkpoint
+/// names any longer (an older spill file).
+fn checkpoint(
+    folder: &RunFolder,
+    state: &RunState,
+    states: &ClientStates,
+) -> Result<(), WriteError> {
+    folder.checkpoint(state)?;
+    states.committed(&state.client_states);
+    Ok(())
+}
+
+/// The `draw`-th model of `layout` initialised from `seed`: draw 0 is the experiment's initial
+/// global model.
+fn initial_model(seed: u64, layout: &Layout, draw: u32) -> Vec<f32> {
+    initial_params(
+        layout,
+        &mut stream(seed, Purpose::MODEL_INIT, 0, draw as usize),
+    )
 }
 
 /// The layers of `layout` that `algorithm` keeps with each client, if any; a layer the model

@@ -7,9 +7,11 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
-use common::{experiment, fails_with, metrics_without_timing, model_bytes, run_ok, summary};
+use common::{
+    experiment, fails_with, metrics_without_timing, model_bytes, resume_ok, run_killed, run_ok,
+    run_refused, summary,
+};
 
 /// SCAFFOLD on the breast-cancer table: every client keeps a control variate of the logistic
 /// model's 62 values (248 bytes), and a checkpoint follows every round.
@@ -85,34 +87,12 @@ fn a_run_killed_while_spilling_resumes_to_the_bits_of_one_never_stopped() {
 
 /// The spilling run in `out`, killed as it writes the `nth` record of its spill file.
 fn killed_at_spill(out: &Path, nth: u32) {
-    let mut args = vec![
-        "run".to_string(),
-        path(&experiment("breast-cancer")).to_string(),
-        "--out".to_string(),
-        path(out).to_string(),
-        "--quiet".to_string(),
-    ];
-    for set in with(&[TWO_STATES]) {
-        args.extend(["--set".to_string(), set.to_string()]);
-    }
-    let killed = Command::new(env!("CARGO_BIN_EXE_fedsim"))
-        .args(&args)
-        .env("FEDSIM_CRASH_AFTER", format!("client-states.0.log#{nth}"))
-        .output()
-        .unwrap();
-    assert!(
-        !killed.status.success(),
-        "the run was killed at spill {nth}"
-    );
-    assert!(!out.join("summary.json").exists());
-}
-
-fn resume_ok(out: &Path) {
-    let resumed = common::fedsim(&["run", "--resume", path(out), "--quiet"]);
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
+    let crash = format!("client-states.0.log#{nth}");
+    run_killed(
+        &experiment("breast-cancer"),
+        out,
+        &with(&[TWO_STATES]),
+        &crash,
     );
 }
 
@@ -142,17 +122,8 @@ fn a_damaged_or_cut_spill_file_stops_the_resume_with_its_name() {
 #[test]
 fn a_memory_budget_that_is_not_a_positive_number_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let stderr = fails_with(
-        &[
-            "run",
-            path(&experiment("breast-cancer")),
-            "--out",
-            path(&dir.path().join("run")),
-            "--set",
-            "federation.client_state_memory_mb=0",
-        ],
-        2,
-    );
+    let (file, out) = (experiment("breast-cancer"), dir.path().join("run"));
+    let stderr = run_refused(&file, &out, &["federation.client_state_memory_mb=0"]);
     assert!(
         stderr.contains("federation.client_state_memory_mb"),
         "{stderr}"

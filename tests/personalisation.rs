@@ -5,7 +5,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{experiment, fails_with, fedsim, records, run_ok, write_sweep_file};
+use common::{
+    experiment, fedsim, records, resume_ok, run_killed, run_ok, run_refused, write_sweep_file,
+};
 
 fn path(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -55,17 +57,8 @@ fn fine_tuning_fedavgs_model_on_skewed_clients_beats_the_global_model_on_their_o
 #[test]
 fn a_personalised_algorithm_without_clients_test_samples_is_refused_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let stderr = fails_with(
-        &[
-            "run",
-            path(&experiment("mnist-t1")),
-            "--out",
-            path(&dir.path().join("run")),
-            "--set",
-            "strategy.name=fedavg_ft",
-        ],
-        2,
-    );
+    let (file, out) = (experiment("mnist-t1"), dir.path().join("run"));
+    let stderr = run_refused(&file, &out, &["strategy.name=fedavg_ft"]);
     assert!(
         stderr.contains("eval.client_test_fraction: is 0"),
         "{stderr}"
@@ -168,12 +161,8 @@ fn only_the_shared_layers_travel_and_each_client_keeps_its_own() {
 fn a_layer_the_model_lacks_or_a_state_memory_too_small_for_one_client_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let refused = |sets: &[&str]| {
-        let (file, out) = (experiment("mnist-t1"), dir.path().join("run"));
-        let mut args = vec!["run", path(&file), "--out", path(&out)];
-        for set in [&["eval.client_test_fraction=0.2"], sets].concat() {
-            args.extend(["--set", set]);
-        }
-        fails_with(&args, 2)
+        let sets = [&["eval.client_test_fraction=0.2"], sets].concat();
+        run_refused(&experiment("mnist-t1"), &dir.path().join("run"), &sets)
     };
     let stderr = refused(&[r#"strategy={"name":"fedper","personal":["head","fc9"]}"#]);
     assert!(stderr.contains("strategy.personal[1]"), "{stderr}");
@@ -208,25 +197,16 @@ fn a_run_killed_while_spilling_personal_layers_resumes_to_the_bits_of_one_never_
     let reference = dir.path().join("reference");
     run_ok(&experiment("mnist-t1"), &reference, &sets);
     assert!(common::summary(&reference)["client_states"]["spill_writes"].as_u64() > Some(0));
-    let (file, out) = (experiment("mnist-t1"), dir.path().join("killed"));
-    let mut args = vec!["run", path(&file), "--out", path(&out), "--quiet"];
-    for set in &sets {
-        args.extend(["--set", set]);
-    }
+    let out = dir.path().join("killed");
     // Ten clients a round, of which at most two keep their state in memory: the 20th record
     // is written in round 3 or later, after checkpoints that name spilled states.
-    let killed = std::process::Command::new(env!("CARGO_BIN_EXE_fedsim"))
-        .args(&args)
-        .env("FEDSIM_CRASH_AFTER", "client-states.0.log#20")
-        .output()
-        .unwrap();
-    assert!(!killed.status.success());
-    let resumed = fedsim(&["run", "--resume", path(&out), "--quiet"]);
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
+    run_killed(
+        &experiment("mnist-t1"),
+        &out,
+        &sets,
+        "client-states.0.log#20",
     );
+    resume_ok(&out);
     assert_eq!(common::model_bytes(&out), common::model_bytes(&reference));
     assert_eq!(
         common::metrics_without_timing(&out),

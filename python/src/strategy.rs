@@ -15,12 +15,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use fedsim::config::check::Problems;
-use fedsim::network::{StateError, Tensors};
-use fedsim::registry::Origin;
-
-use crate::registry::{add_algorithm, leak, registry};
 use fedsim::history::Seen;
-use fedsim::network::ClientId;
+use fedsim::network::{ClientId, StateError, Tensors};
+use fedsim::registry::Origin;
 use fedsim::seed::{self, Purpose};
 use fedsim::strategy::{
     Aggregate, Algorithm, Candidates, Collected, EdgeAggregation, EndRun, Round, Selector, Setting,
@@ -34,6 +31,8 @@ use rand::RngExt;
 use rand_chacha::ChaCha12Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::registry::{add_algorithm, leak, registry};
 
 /// The draws a Python strategy's NumPy generator is seeded from, one stream per round.
 const PYTHON_STRATEGY: Purpose = Purpose::new("python-strategy");
@@ -95,7 +94,7 @@ struct PyAlgorithm {
 /// checks against its `params` and takes as keyword arguments.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(transparent)]
-pub(crate) struct PyParams(Map<String, Value>);
+struct PyParams(Map<String, Value>);
 
 impl PyParams {
     fn json(&self) -> String {

@@ -21,7 +21,7 @@ pub struct Sharing {
 
 /// The layers of `layout`, in order: each parameter's name without its last part, with the
 /// slice of the flat vector its parameters take.
-pub fn layers(layout: &Layout) -> Vec<(String, Range<usize>)> {
+fn layers(layout: &Layout) -> Vec<(String, Range<usize>)> {
     let mut layers: Vec<(String, Range<usize>)> = Vec::new();
     let mut start = 0;
     for param in &layout.params {
@@ -80,16 +80,6 @@ impl Sharing {
         }))
     }
 
-    /// Values in the whole model.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the model has no values.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Values the federation shares.
     pub fn shared_len(&self) -> usize {
         self.len - self.personal_len()
@@ -134,16 +124,17 @@ impl Sharing {
         assert_eq!(shared.len(), self.shared_len(), "the shared values");
         assert_eq!(personal.len(), self.personal_len(), "the personal values");
         let mut model = vec![0.0; self.len];
-        let mut fill = |slices: &mut dyn Iterator<Item = Range<usize>>, values: &[f32]| {
-            let mut next = 0;
-            for range in slices {
-                let len = range.len();
-                model[range].copy_from_slice(&values[next..next + len]);
-                next += len;
-            }
-        };
-        fill(&mut self.shared(), shared);
-        fill(&mut self.personal.iter().cloned(), personal);
+        scatter(&mut model, self.shared(), shared);
+        scatter(&mut model, self.personal.iter().cloned(), personal);
+        model
+    }
+
+    /// The whole model `model` with the personal values `personal` in place of its own.
+    pub fn with_personal(&self, model: &[f32], personal: &[f32]) -> Vec<f32> {
+        assert_eq!(model.len(), self.len, "a whole model");
+        assert_eq!(personal.len(), self.personal_len(), "the personal values");
+        let mut model = model.to_vec();
+        scatter(&mut model, self.personal.iter().cloned(), personal);
         model
     }
 
@@ -152,6 +143,16 @@ impl Sharing {
         for range in &self.personal {
             into[range.clone()].copy_from_slice(&from[range.clone()]);
         }
+    }
+}
+
+/// Puts `values`, in order, into the `slices` of `model`.
+fn scatter(model: &mut [f32], slices: impl Iterator<Item = Range<usize>>, values: &[f32]) {
+    let mut next = 0;
+    for range in slices {
+        let len = range.len();
+        model[range].copy_from_slice(&values[next..next + len]);
+        next += len;
     }
 }
 

@@ -516,8 +516,7 @@ pub(crate) fn unscored_personal_models(
     config: &ExperimentConfig,
     natural: bool,
 ) -> Option<(String, String)> {
-    let personalised = choice.client(&Setting::of(config)).personalises()
-        || !choice.personal_layers().names.is_empty();
+    let personalised = choice.client(&Setting::of(config)).personalises();
     (personalised && config.eval.client_test_fraction == 0.0 && !natural).then(|| {
         (
             "eval.client_test_fraction".to_string(),

@@ -88,11 +88,6 @@ pub struct SpillIndex {
 }
 
 impl StatesSnapshot {
-    /// Whether it holds no state.
-    pub fn is_empty(&self) -> bool {
-        self.in_memory.is_empty() && self.spilled.as_ref().is_none_or(|s| s.records.is_empty())
-    }
-
     /// This snapshot with `client`'s state set to `state` whole (a client in flight, whose
     /// checkpointed state is the one it was dispatched with).
     pub fn set(&mut self, client: ClientId, state: Option<Tensors>) {
@@ -274,11 +269,6 @@ impl ClientStates {
         }
     }
 
-    /// Bytes of memory the states take.
-    pub fn memory_bytes(&self) -> usize {
-        usize::try_from(self.held().memory_bytes).unwrap_or(usize::MAX)
-    }
-
     /// What the states take, in memory and in the spill file.
     pub fn usage(&self) -> StateUsage {
         let held = self.held();
@@ -352,11 +342,11 @@ mod tests {
     #[test]
     fn states_are_allocated_on_first_use_and_survive_a_snapshot() {
         let states = ClientStates::in_memory();
-        assert_eq!(states.memory_bytes(), 0);
+        assert_eq!(states.usage().memory_bytes, 0);
         states
             .put(2, Some(Tensors::new().with("c", vec![1.0, 2.0])))
             .unwrap();
-        assert_eq!(states.memory_bytes(), 8);
+        assert_eq!(states.usage().memory_bytes, 8);
         let snapshot = states.snapshot().unwrap();
         let restored = ClientStates::in_memory();
         restored.restore(&snapshot).unwrap();

@@ -293,30 +293,27 @@ impl SpillFile {
     }
 
     /// Removes the spill files in this file's folder whose generation `remove` picks (never the
-    /// current one). A file that cannot be removed is left: it wastes space, nothing more.
+    /// current one).
     pub fn remove_generations(&self, remove: impl Fn(u32) -> bool) {
-        let Ok(entries) = fs::read_dir(&self.dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(generation) = name.to_str().and_then(generation_of) else {
-                continue;
-            };
-            if generation != self.current.number && remove(generation) {
-                let _ = fs::remove_file(entry.path());
-            }
-        }
+        let current = self.current.number;
+        remove_files(&self.dir, |generation| generation != current && remove(generation));
     }
 }
 
 /// Removes every spill file in `dir`: a resumed run whose checkpoint names none.
 pub fn remove_all(dir: &Path) {
+    remove_files(dir, |_| true);
+}
+
+/// Removes the spill files in `dir` whose generation `remove` picks. A file that cannot be
+/// removed is left: it wastes space, nothing more.
+fn remove_files(dir: &Path, remove: impl Fn(u32) -> bool) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
-        if entry.file_name().to_str().and_then(generation_of).is_some() {
+        let generation = entry.file_name().to_str().and_then(generation_of);
+        if generation.is_some_and(&remove) {
             let _ = fs::remove_file(entry.path());
         }
     }

@@ -11,7 +11,7 @@
 use super::{LayerSplit, SplitMethod};
 
 /// FedPer's split: the head stays.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KeepHead;
 
 impl SplitMethod for KeepHead {

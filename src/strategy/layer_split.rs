@@ -7,7 +7,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use super::{
     Algorithm, ClientAlgorithm, EdgeAggregation, FedAvgServer, PersonalLayers, Reduction, Setting,
@@ -16,7 +16,7 @@ use super::{
 
 /// What sets one split algorithm apart: its name, paper and the layers its clients keep
 /// unless the experiment names others.
-pub trait SplitMethod: Send + Sync + 'static {
+pub trait SplitMethod: fmt::Debug + Clone + PartialEq + Send + Sync + 'static {
     /// The name an experiment file gives.
     const NAME: &'static str;
     /// The paper it follows.
@@ -84,9 +84,12 @@ impl<M: SplitMethod> Algorithm for LayerSplit<M> {
 }
 
 /// A split algorithm's parameters: the layers each client keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, bound = "M: SplitMethod")]
 pub struct SplitParams<M> {
     /// The layers: layer names, `head` or `body`.
     pub personal: Vec<String>,
+    #[serde(skip)]
     method: PhantomData<M>,
 }
 
@@ -102,50 +105,6 @@ impl<M> SplitParams<M> {
 impl<M: SplitMethod> Default for SplitParams<M> {
     fn default() -> Self {
         Self::keeping(M::KEPT.iter().map(|layer| layer.to_string()).collect())
-    }
-}
-
-impl<M> Clone for SplitParams<M> {
-    fn clone(&self) -> Self {
-        Self::keeping(self.personal.clone())
-    }
-}
-
-impl<M> fmt::Debug for SplitParams<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SplitParams")
-            .field("personal", &self.personal)
-            .finish()
-    }
-}
-
-impl<M> PartialEq for SplitParams<M> {
-    fn eq(&self, other: &Self) -> bool {
-        self.personal == other.personal
-    }
-}
-
-/// The parameters as the file writes them.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Written {
-    #[serde(default)]
-    personal: Option<Vec<String>>,
-}
-
-impl<M> Serialize for SplitParams<M> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Written {
-            personal: Some(self.personal.clone()),
-        }
-        .serialize(serializer)
-    }
-}
-
-impl<'de, M: SplitMethod> Deserialize<'de> for SplitParams<M> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let written = Written::deserialize(deserializer)?;
-        Ok(written.personal.map_or_else(Self::default, Self::keeping))
     }
 }
 

@@ -12,7 +12,7 @@
 use super::{LayerSplit, SplitMethod};
 
 /// LG-FedAvg's split: the body stays.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KeepBody;
 
 impl SplitMethod for KeepBody {

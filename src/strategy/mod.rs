@@ -157,7 +157,8 @@ pub trait Algorithm: Send + Sync + 'static {
 
     /// The model's layers that stay with each client ([`crate::model::sharing`] says how they
     /// are named): only the others travel, and each client keeps its own between rounds. None
-    /// (the default): the whole model is shared.
+    /// (the default): the whole model is shared. Its client half says it personalises
+    /// ([`ClientAlgorithm::personalises`]), so that each client is scored with its own layers.
     fn personal_layers(&self, _params: &Self::Params) -> PersonalLayers {
         PersonalLayers::default()
     }

@@ -31,8 +31,7 @@ use crate::connect::{Connector, InProcess};
 use crate::network::{ClientId, Link, LinkProfiles, NodeId};
 use crate::output::TierTraffic;
 use crate::stop::StopSignal;
-use crate::strategy::EdgeAggregation;
-use crate::strategy::EndRun;
+use crate::strategy::{EdgeAggregation, EndRun};
 use crate::training::{ClientTrainer, panic_message};
 
 /// Why a federation stopped before its last round.

@@ -655,8 +655,13 @@ impl Server {
             .iter()
             .map(|&client| mode.own_downlink(client, global))
             .collect();
+        // What travels is made once per model sent, not once per message.
+        let travelling = |sent: Sent| Sent {
+            model: self.travelling(&sent.model),
+            extras: sent.extras,
+        };
         let addressed = if own.iter().all(Option::is_none) {
-            let sent = mode.broadcast(global);
+            let sent = travelling(mode.broadcast(global));
             self.addressed(sampled, roster)
                 .into_iter()
                 .map(|(child, clients)| (child, clients, sent.clone()))
@@ -664,7 +669,7 @@ impl Server {
         } else {
             let sent: Vec<Sent> = own
                 .into_iter()
-                .map(|own| own.unwrap_or_else(|| mode.broadcast(global)))
+                .map(|own| travelling(own.unwrap_or_else(|| mode.broadcast(global))))
                 .collect();
             sampled
                 .iter()
@@ -677,7 +682,7 @@ impl Server {
                 round,
                 edge_round: 0,
                 clients,
-                model: self.travelling(&sent.model),
+                model: sent.model,
                 extras: sent.extras,
                 deadline,
             };

@@ -152,13 +152,6 @@ pub struct ClientStarts {
     pub personal: Option<Arc<PersonalSplit>>,
 }
 
-impl ClientStarts {
-    /// Whether each client uses a model of its own: the client half personalises, or keeps
-    /// personal layers.
-    fn personalised(&self) -> bool {
-        self.algorithm.personalises() || self.personal.is_some()
-    }
-}
 
 /// Scores the server's global model on burn: on the test set, and on every client's own test
 /// samples where there are any.
@@ -205,7 +198,7 @@ impl ModelEvaluator for TestEvaluator {
         else {
             return Ok(None);
         };
-        let personal = if starts.personalised() {
+        let personal = if starts.algorithm.personalises() {
             let scores = self.personal_accuracies(&clients, round, sent, (tests, starts))?;
             ClientAccuracy::of(&scores)
         } else {
@@ -261,6 +254,8 @@ impl TestEvaluator {
         let sent: Vec<Sent> = clients.iter().map(|&client| sent(client)).collect();
         let (device, scoring) = (self.backend.training_device(), self.backend.device());
         let shape = tests.data.shape();
+        // Scoring is short: it finishes before the run stops.
+        let never = StopSignal::new();
         clients
             .par_iter()
             .zip(&sent)
@@ -291,12 +286,11 @@ impl TestEvaluator {
                         },
                         config: &starts.client,
                         model: &self.model,
-                        shape: starts.data.shape(),
+                        shape,
                         rng: stream(starts.seed, Purpose::FINE_TUNE, round, client),
                         net,
                         device: &device,
-                        // Scoring is short: it finishes before the run stops.
-                        stop: &StopSignal::new(),
+                        stop: &never,
                     };
                     let model = starts
                         .algorithm

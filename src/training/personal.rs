@@ -39,7 +39,7 @@ impl PersonalSplit {
     /// The whole model `sent`, its personal values replaced by those of the client with
     /// `state`: the model that client would use.
     pub fn with_own(&self, sent: &[f32], state: Option<&Tensors>) -> Vec<f32> {
-        self.whole(&self.sharing.shared_of(sent), state)
+        self.sharing.with_personal(sent, self.personal(state))
     }
 
     /// Keeps the personal values of the trained `model` in the client's `state`.

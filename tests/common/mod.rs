@@ -49,8 +49,8 @@ pub fn fails_with(args: &[&str], code: i32) -> String {
     stderr
 }
 
-/// Runs `fedsim run EXPERIMENT --out OUT --quiet` with extra `--set`s and asserts it succeeds.
-pub fn run_ok(experiment: &Path, out: &Path, sets: &[&str]) -> Output {
+/// The arguments of `fedsim run EXPERIMENT --out OUT --quiet` with extra `--set`s.
+fn run_args<'a>(experiment: &'a Path, out: &'a Path, sets: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "run",
         experiment.to_str().unwrap(),
@@ -61,6 +61,12 @@ pub fn run_ok(experiment: &Path, out: &Path, sets: &[&str]) -> Output {
     for set in sets {
         args.extend(["--set", set]);
     }
+    args
+}
+
+/// Runs `fedsim run EXPERIMENT --out OUT --quiet` with extra `--set`s and asserts it succeeds.
+pub fn run_ok(experiment: &Path, out: &Path, sets: &[&str]) -> Output {
+    let args = run_args(experiment, out, sets);
     let output = fedsim(&args);
     assert!(
         output.status.success(),
@@ -68,6 +74,34 @@ pub fn run_ok(experiment: &Path, out: &Path, sets: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Runs `fedsim run EXPERIMENT --out OUT --quiet` with extra `--set`s, asserts it is refused as
+/// bad input (exit 2, no panic) and returns what it wrote to stderr.
+pub fn run_refused(experiment: &Path, out: &Path, sets: &[&str]) -> String {
+    fails_with(&run_args(experiment, out, sets), 2)
+}
+
+/// Runs `fedsim run EXPERIMENT --out OUT --quiet` with extra `--set`s, killed as it writes the
+/// file `FEDSIM_CRASH_AFTER` names (`crash_after`), and asserts it left no summary.
+pub fn run_killed(experiment: &Path, out: &Path, sets: &[&str], crash_after: &str) {
+    let killed = Command::new(env!("CARGO_BIN_EXE_fedsim"))
+        .args(run_args(experiment, out, sets))
+        .env("FEDSIM_CRASH_AFTER", crash_after)
+        .output()
+        .expect("the fedsim binary runs");
+    assert!(!killed.status.success(), "killed after {crash_after}");
+    assert!(!out.join("summary.json").exists());
+}
+
+/// Resumes the run in `out` (`fedsim run --resume OUT --quiet`) and asserts it finishes.
+pub fn resume_ok(out: &Path) {
+    let resumed = fedsim(&["run", "--resume", out.to_str().unwrap(), "--quiet"]);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
 }
 
 /// Each line of a run's `metrics.jsonl`, as JSON.
