@@ -40,8 +40,9 @@ pub use crate::seed::{Purpose, stream};
 pub use crate::strategy::vector;
 pub use crate::strategy::{
     Aggregate, Algorithm, Arrival, AsyncStrategy, Candidates, ClientAlgorithm, ClientView,
-    Collected, EdgeAggregation, FedAvgServer, Fold, Folded, FreshModels, NoParams, Reads,
-    Reduction, Round, Selector, Sent, Setting, Start, Strategy, Sum, Totals, Trained, Weighting,
+    Collected, EdgeAggregation, FedAvgServer, FineTuning, Fold, Folded, FreshModels, NoParams,
+    Pass, Reads, Reduction, Round, Selector, Sent, Setting, Start, Strategy, Sum, Totals, Trained,
+    Weighting,
 };
 pub use rand;
 pub use rand_chacha::ChaCha12Rng;

@@ -12,6 +12,7 @@ use super::batch::{Altered, batch};
 use super::{LocalData, TrainError, optimizer};
 use crate::config::ClientConfig;
 use crate::model::{Input, Net};
+use crate::network::Tensors;
 use crate::stop::StopSignal;
 
 /// One batch of a client's training data, as its network takes it.
@@ -32,6 +33,16 @@ pub struct TrainedNet {
     pub mean_loss: f64,
     /// Steps taken (batches handed out).
     pub steps: u32,
+    /// Tensors a client half's own loop keeps for its `finish` besides the network (APFL's
+    /// personal model, trained beside it); none by default.
+    pub kept: Tensors,
+}
+
+impl TrainedNet {
+    /// This result, with `kept` for the client half's `finish`.
+    pub fn keeping(self, kept: Tensors) -> Self {
+        Self { kept, ..self }
+    }
 }
 
 /// Where a session stands in its epochs.
@@ -189,6 +200,12 @@ impl<'a> LocalTraining<'a> {
         self.parts.config.batch_size
     }
 
+    /// The steps of one epoch, one pass over the client's samples (the last batch may be
+    /// short).
+    pub fn epoch_steps(&self) -> u32 {
+        self.order.len().div_ceil(self.parts.config.batch_size) as u32
+    }
+
     /// The steps this session may take.
     pub fn budget(&self) -> u32 {
         self.parts.budget
@@ -217,6 +234,7 @@ impl<'a> LocalTraining<'a> {
             net,
             mean_loss: self.loss_sum / self.seen.max(1) as f64,
             steps: self.steps,
+            kept: Tensors::new(),
         }
     }
 }

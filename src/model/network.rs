@@ -164,6 +164,37 @@ impl Net {
     pub fn step(self, optimizer: &mut ModuleOptimizer, lr: f64, grads: GradientsParams) -> Self {
         Net(self.0.step(optimizer, lr, grads))
     }
+
+    /// A copy whose parameters have the same ids as this network's: map its values
+    /// ([`Net::map_values`]) to get a model derived from this one within a step, whose
+    /// gradients then step this network (Per-FedAvg's gradient at the model after an inner
+    /// step, APFL's at the mixed model).
+    pub fn duplicate(&self) -> Self {
+        Net(self.0.duplicate())
+    }
+
+    /// Each float parameter's values on the inner (non-autodiff) backend, flattened, in
+    /// flat-vector order.
+    pub fn values(&self) -> Vec<Tensor<1>> {
+        let mut values = Vec::new();
+        self.walk(&mut |site| values.push(site.value().inner()));
+        values
+    }
+
+    /// The gradient in `grads` of each float parameter, flattened, in flat-vector order;
+    /// `None` for a parameter without one.
+    pub fn gradient_values(&self, grads: &GradientsParams) -> Vec<Option<Tensor<1>>> {
+        let mut values = Vec::new();
+        self.0.read_gradients(grads, &mut |grad| values.push(grad));
+        values
+    }
+
+    /// Removes from `grads` the gradient of each float parameter whose index (in flat-vector
+    /// order) `frozen` names: an optimiser step then leaves that parameter as it is (FedRep
+    /// trains its head and its body in turn).
+    pub fn freeze(&self, grads: &mut GradientsParams, frozen: &dyn Fn(usize) -> bool) {
+        self.0.freeze(grads, frozen);
+    }
 }
 
 /// The walks of [`Net`], written once for every [`Network`].
@@ -178,6 +209,9 @@ trait Erased: Send + fmt::Debug {
     fn correct_gradients(&self, grads: &mut GradientsParams, correct: &mut CorrectGradient<'_>);
     fn load(self: Box<Self>, values: &[f32]) -> (Box<dyn Erased>, usize);
     fn gradients(&self, loss: Tensor<1>) -> GradientsParams;
+    fn duplicate(&self) -> Box<dyn Erased>;
+    fn read_gradients(&self, grads: &GradientsParams, read: &mut dyn FnMut(Option<Tensor<1>>));
+    fn freeze(&self, grads: &mut GradientsParams, frozen: &dyn Fn(usize) -> bool);
     fn step(
         self: Box<Self>,
         optimizer: &mut ModuleOptimizer,
@@ -225,6 +259,22 @@ impl<N: Network> Erased for N {
 
     fn gradients(&self, loss: Tensor<1>) -> GradientsParams {
         GradientsParams::from_grads(loss.backward(), self)
+    }
+
+    fn duplicate(&self) -> Box<dyn Erased> {
+        Box::new(self.clone())
+    }
+
+    fn read_gradients(&self, grads: &GradientsParams, read: &mut dyn FnMut(Option<Tensor<1>>)) {
+        self.visit(&mut GradientReader { grads, read });
+    }
+
+    fn freeze(&self, grads: &mut GradientsParams, frozen: &dyn Fn(usize) -> bool) {
+        self.visit(&mut GradientFreezer {
+            grads,
+            frozen,
+            index: 0,
+        });
     }
 
     fn step(
@@ -303,6 +353,32 @@ impl ModuleVisitor for GradientCorrector<'_> {
         let value = || flat(param.val().inner());
         let corrected = (self.correct)(index, flat(grad), &value).reshape(dims);
         self.grads.register(param.id, corrected);
+    }
+}
+
+struct GradientReader<'a> {
+    grads: &'a GradientsParams,
+    read: &'a mut dyn FnMut(Option<Tensor<1>>),
+}
+
+impl ModuleVisitor for GradientReader<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        (self.read)(self.grads.get::<D>(param.id).map(flat));
+    }
+}
+
+struct GradientFreezer<'a> {
+    grads: &'a mut GradientsParams,
+    frozen: &'a dyn Fn(usize) -> bool,
+    index: usize,
+}
+
+impl ModuleVisitor for GradientFreezer<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if (self.frozen)(self.index) {
+            self.grads.remove::<D>(param.id);
+        }
+        self.index += 1;
     }
 }
 

@@ -90,6 +90,11 @@ impl Sharing {
         self.personal.iter().map(ExactSizeIterator::len).sum()
     }
 
+    /// Whether the value at `index` of the whole model's flat vector stays with each client.
+    pub fn is_personal(&self, index: usize) -> bool {
+        self.personal.iter().any(|range| range.contains(&index))
+    }
+
     /// The slices the federation shares, in order.
     fn shared(&self) -> impl Iterator<Item = Range<usize>> + '_ {
         let starts = std::iter::once(0).chain(self.personal.iter().map(|p| p.end));

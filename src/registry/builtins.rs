@@ -14,9 +14,9 @@ use crate::data::synthetic::SyntheticData;
 use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
-    Cfl, Ditto, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgFt, FedAvgM, FedBuff, FedDyn, FedNova,
-    FedPer, FedProx, FedYogi, Ifca, Krum, LgFedAvg, Median, Moon, Oort, PowerOfChoice, QFfl,
-    Scaffold, TrimmedMean,
+    Apfl, Cfl, Ditto, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgFt, FedAvgM, FedBuff, FedDyn,
+    FedNova, FedPer, FedProx, FedRep, FedYogi, Ifca, Krum, LgFedAvg, Median, Moon, Oort, PFedMe,
+    PerFedAvg, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
 };
 
 /// Registers the built-in algorithms, models, data sets and partition schemes, in the order
@@ -46,7 +46,11 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(FedAvgFt)?
         .algorithm(FedPer::default())?
         .algorithm(LgFedAvg::default())?
-        .algorithm(Ditto)?;
+        .algorithm(Ditto)?
+        .algorithm(FedRep)?
+        .algorithm(Apfl)?
+        .algorithm(PFedMe)?
+        .algorithm(PerFedAvg)?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, FineTuning, Objective,
-    Reduction, Setting, Strategy, Trained,
+    Pass, Reduction, Setting, Strategy, Trained,
 };
 use crate::config::check::Problems;
 use crate::local::TrainError;
@@ -108,11 +108,11 @@ impl ClientAlgorithm for DittoClient {
             .as_ref()
             .and_then(|s| s.get(PERSONAL_MODEL))
             .unwrap_or(view.global);
-        let objective = Objective {
+        let pass = Pass::new(trained.steps, view.global).with_objective(Objective {
             proximal: Some(self.lambda),
             ..Objective::default()
-        };
-        let updated = passes.train(personal, trained.steps, &objective, view.global)?;
+        });
+        let updated = passes.train(personal, &pass)?;
         state
             .get_or_insert_with(Tensors::new)
             .insert(PERSONAL_MODEL, updated);
@@ -143,15 +143,10 @@ mod tests {
     struct Recorded(Vec<(Vec<f32>, u32, Objective, Vec<f32>)>);
 
     impl FineTuning for Recorded {
-        fn train(
-            &mut self,
-            start: &[f32],
-            steps: u32,
-            objective: &Objective,
-            anchor: &[f32],
-        ) -> Result<Vec<f32>, TrainError> {
+        fn train(&mut self, start: &[f32], pass: &Pass<'_>) -> Result<Vec<f32>, TrainError> {
+            let (steps, objective) = (pass.steps, pass.objective.clone());
             self.0
-                .push((start.to_vec(), steps, objective.clone(), anchor.to_vec()));
+                .push((start.to_vec(), steps, objective, pass.anchor.to_vec()));
             Ok(start.iter().map(|v| v + 1.0).collect())
         }
     }
@@ -167,11 +162,13 @@ mod tests {
             global,
             downlink: &nothing,
             lr: 0.1,
+            personal: None,
         };
         let trained = Trained {
             params: &trained_params,
             steps: 7,
             loss_at_global: None,
+            kept: &Tensors::new(),
         };
         let mut passes = Recorded::default();
         let mut state = None;

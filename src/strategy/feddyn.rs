@@ -200,12 +200,14 @@ mod tests {
             global: &[1.0],
             downlink: &downlink,
             lr: 0.1,
+            personal: None,
         };
         let mut state = None;
         let trained = Trained {
             params: &[3.0],
             steps: 4,
             loss_at_global: None,
+            kept: &Tensors::new(),
         };
         client.finish(&view, &mut state, &trained);
         let objective = client.objective(&view, state.as_ref());

@@ -279,6 +279,7 @@ mod tests {
             global: &[1.0],
             downlink: &downlink,
             lr: 0.1,
+            personal: None,
         };
         // The loss is the distance to 3.
         let start = IfcaClient { clusters: 2 }

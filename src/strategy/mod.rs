@@ -24,6 +24,7 @@
 //! algorithms run in an experiment with an `asynchronous` section.
 
 mod adaptive;
+mod apfl;
 mod cfl;
 mod ditto;
 mod fedasync;
@@ -35,6 +36,7 @@ mod feddyn;
 mod fednova;
 mod fedper;
 mod fedprox;
+mod fedrep;
 pub mod fold;
 mod ifca;
 mod krum;
@@ -43,6 +45,8 @@ mod lg_fedavg;
 mod median;
 mod moon;
 mod oort;
+mod perfedavg;
+mod pfedme;
 mod power_of_choice;
 mod qffl;
 mod scaffold;
@@ -58,6 +62,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use adaptive::{AdaptiveServer, FedAdagrad, FedAdam, FedYogi};
+pub use apfl::{Apfl, ApflClient};
 pub use cfl::{Cfl, CflServer};
 pub use ditto::{Ditto, DittoClient};
 pub use fedasync::{FedAsync, FedAsyncServer, Staleness};
@@ -69,6 +74,7 @@ pub use feddyn::{FedDyn, FedDynClient, FedDynServer};
 pub use fednova::{FedNova, FedNovaServer};
 pub use fedper::{FedPer, KeepHead};
 pub use fedprox::{FedProx, ProximalClient};
+pub use fedrep::{FedRep, FedRepClient};
 pub use fold::{Fold, Folded, Sum, Totals, Weighting};
 pub use ifca::{Ifca, IfcaClient, IfcaServer};
 pub use krum::{Krum, KrumServer};
@@ -77,6 +83,8 @@ pub use lg_fedavg::{KeepBody, LgFedAvg};
 pub use median::{Median, MedianServer};
 pub use moon::{Moon, MoonClient};
 pub use oort::{Oort, OortSelector};
+pub use perfedavg::{PerFedAvg, PerFedAvgClient};
+pub use pfedme::{PFedMe, PFedMeClient, PFedMeServer};
 pub use power_of_choice::{PowerOfChoice, PowerOfChoiceSelector};
 pub use qffl::{QFfl, QFflClient, QFflServer};
 pub use scaffold::{Scaffold, ScaffoldClient, ScaffoldServer};
@@ -88,7 +96,7 @@ pub use crate::local::Objective;
 use crate::config::ExperimentConfig;
 use crate::config::check::Problems;
 use crate::local::{LocalTraining, TrainError, TrainedNet, train_on_objective};
-use crate::model::Net;
+use crate::model::{Net, Sharing};
 use crate::network::{ClientId, ClientInfo, StateError, Tensors, Update};
 
 /// An FL algorithm: a server half and a client half, with the parameters an experiment file
@@ -626,6 +634,9 @@ pub struct ClientView<'a> {
     pub downlink: &'a Tensors,
     /// The local learning rate.
     pub lr: f64,
+    /// Which of the model's values stay with the client, for an algorithm with personal
+    /// layers ([`Algorithm::personal_layers`]); `None` where every value is shared.
+    pub personal: Option<&'a Sharing>,
 }
 
 /// Where a client chose to start local training ([`ClientAlgorithm::start_from`]).
@@ -648,6 +659,9 @@ pub struct Trained<'a> {
     /// Mean loss of the global model on the client's training data, before training, when the
     /// algorithm asks for it.
     pub loss_at_global: Option<f64>,
+    /// What a client half's own loop kept for [`ClientAlgorithm::finish`] besides the trained
+    /// model ([`TrainedNet::keeping`]: APFL's personal model).
+    pub kept: &'a Tensors,
 }
 
 /// The client half of an FL algorithm.
@@ -751,19 +765,39 @@ pub trait ClientAlgorithm: Send + Sync {
 /// that purpose from the seed (so the same on every rerun, and apart from the order its
 /// training rounds draw).
 pub trait FineTuning {
-    /// The model after `steps` steps from `start` on the loss and `objective`'s terms, whose
-    /// proximal term pulls towards `anchor`.
-    fn train(
-        &mut self,
-        start: &[f32],
-        steps: u32,
-        objective: &Objective,
-        anchor: &[f32],
-    ) -> Result<Vec<f32>, TrainError>;
+    /// The model after `pass` from `start`.
+    fn train(&mut self, start: &[f32], pass: &Pass<'_>) -> Result<Vec<f32>, TrainError>;
 
     /// The model after `steps` steps from `start`, on the loss alone.
     fn fine_tune(&mut self, start: &[f32], steps: u32) -> Result<Vec<f32>, TrainError> {
-        self.train(start, steps, &Objective::default(), start)
+        self.train(start, &Pass::new(steps, start))
+    }
+}
+
+/// A pass of local training a client half asks [`FineTuning`] for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pass<'a> {
+    /// Steps to take.
+    pub steps: u32,
+    /// What the steps optimise besides the loss.
+    pub objective: Objective,
+    /// The model the objective's proximal term pulls towards.
+    pub anchor: &'a [f32],
+}
+
+impl<'a> Pass<'a> {
+    /// `steps` steps on the loss alone (`anchor` is then read by no term).
+    pub fn new(steps: u32, anchor: &'a [f32]) -> Self {
+        Self {
+            steps,
+            objective: Objective::default(),
+            anchor,
+        }
+    }
+
+    /// This pass, with the terms of `objective`.
+    pub fn with_objective(self, objective: Objective) -> Self {
+        Self { objective, ..self }
     }
 }
 
@@ -839,10 +873,128 @@ pub fn partial_aggregate(round: u32, mut folded: Folded, sums: &[&'static str]) 
 
 #[cfg(test)]
 pub(crate) mod testing {
-    //! Small updates and rounds for the strategies' unit tests.
+    //! Small updates and rounds for the strategies' unit tests, and a client half's training
+    //! on four samples of two features, whose steps a test works out by hand.
 
-    use super::Round;
+    use super::{ClientAlgorithm, ClientView, Round};
+    use crate::backend::BackendKind;
+    use crate::config::{ClientConfig, ModelConfig};
+    use crate::data::{DataShape, Dataset, SampleShape};
+    use crate::local::LocalData;
+    use crate::local::session::{LocalTraining, SessionParts};
+    use crate::model::{Sharing, flat};
     use crate::network::{ClientInfo, Tensors, Update};
+    use crate::registry::Registry;
+    use crate::seed::{Purpose, stream};
+    use crate::stop::StopSignal;
+
+    /// The four samples: two features each, two classes.
+    pub const SAMPLES: [([f64; 2], usize); 4] = [
+        ([1.0, 0.5], 0),
+        ([-0.5, 1.0], 1),
+        ([0.25, -1.0], 0),
+        ([-1.0, -0.25], 1),
+    ];
+
+    /// The model and what training gave: its parameters and what the client half kept.
+    pub struct ToyRun {
+        /// The trained parameters.
+        pub params: Vec<f32>,
+        /// What the client half's loop kept for its `finish`.
+        pub kept: Tensors,
+    }
+
+    /// Trains `client` from `start` for `steps` steps, each batch all four samples, at
+    /// learning rate `lr` without momentum, on logistic regression (`hidden` empty: the
+    /// parameters are the weight `[2, 2]`, row by input, then the bias) or an MLP of those
+    /// hidden widths; `personal` names its personal layers.
+    pub fn train_toy(
+        client: &dyn ClientAlgorithm,
+        hidden: &[usize],
+        personal: &[&str],
+        (start, steps, lr): (&[f32], u32, f64),
+        state: Option<&Tensors>,
+    ) -> ToyRun {
+        let features: Vec<f32> = SAMPLES
+            .iter()
+            .flat_map(|(x, _)| x.map(|v| v as f32))
+            .collect();
+        let labels = SAMPLES.iter().map(|(_, y)| *y as u8).collect();
+        let shape = DataShape {
+            sample: SampleShape::Row(2),
+            num_classes: 2,
+        };
+        let data = Dataset::from_floats(features, labels, shape);
+        let section: ModelConfig =
+            serde_json::from_value(serde_json::json!({"name": "mlp", "hidden": hidden})).unwrap();
+        let model = Registry::builtin().choose_model(&section, None).unwrap();
+        let layout = model.layout(shape).unwrap();
+        let names: Vec<String> = personal.iter().map(|n| n.to_string()).collect();
+        let sharing = Sharing::of(&layout, &names).unwrap();
+        let config = ClientConfig {
+            batch_size: 4,
+            ..serde_json::from_value(serde_json::json!({ "lr": lr })).unwrap()
+        };
+        let device = BackendKind::Flex.training_device();
+        let (stop, indices) = (StopSignal::new(), [0, 1, 2, 3]);
+        let mut rng = stream(0, Purpose::LOCAL_SHUFFLE, 1, 0);
+        let build = |params: &[f32]| flat::load(model.build(shape, &device), params);
+        let session = LocalTraining::new(SessionParts {
+            local: LocalData {
+                data: &data,
+                indices: &indices,
+                flip_labels: false,
+            },
+            config: &config,
+            budget: steps,
+            rng: &mut rng,
+            device: &device,
+            stop: &stop,
+            start,
+            build: &build,
+        });
+        let view = ClientView {
+            round: 1,
+            client: 0,
+            global: start,
+            downlink: &Tensors::new(),
+            lr,
+            personal: sharing.as_ref(),
+        };
+        let trained = client.train(session, build(start), &view, state).unwrap();
+        ToyRun {
+            params: flat::flatten(&trained.net),
+            kept: trained.kept,
+        }
+    }
+
+    /// The gradient of the mean cross-entropy of logistic regression `params` (as
+    /// [`train_toy`] lays them out) over [`SAMPLES`], worked out by hand: `(p - y) x` for the
+    /// weight and `p - y` for the bias, averaged.
+    pub fn logistic_gradient(params: &[f64]) -> Vec<f64> {
+        let mut grad = vec![0.0; 6];
+        for (x, y) in SAMPLES {
+            let logit = |j: usize| x[0] * params[j] + x[1] * params[2 + j] + params[4 + j];
+            let (a, b) = (logit(0), logit(1));
+            let p1 = 1.0 / (1.0 + (a - b).exp());
+            let error = [1.0 - p1 - f64::from(y == 0), p1 - f64::from(y == 1)];
+            for j in 0..2 {
+                grad[j] += error[j] * x[0] / 4.0;
+                grad[2 + j] += error[j] * x[1] / 4.0;
+                grad[4 + j] += error[j] / 4.0;
+            }
+        }
+        grad
+    }
+
+    /// Whether `got` equals `want` within `tolerance`, value by value.
+    pub fn close(got: &[f32], want: &[f64], tolerance: f64) -> bool {
+        got.len() == want.len()
+            && got
+                .iter()
+                .zip(want)
+                .all(|(g, w)| (f64::from(*g) - w).abs() <= tolerance)
+    }
 
     /// Client `client`'s update of `num_samples` samples with model `params`.
     pub fn update(client: usize, num_samples: usize, params: Vec<f32>) -> Update {
@@ -897,6 +1049,23 @@ mod tests {
         assert_eq!(
             (partial.clients, partial.num_samples, partial.steps),
             (vec![0, 1], 400, 2)
+        );
+    }
+
+    #[test]
+    fn a_plain_client_takes_sgd_steps_on_the_hand_worked_gradient() {
+        use super::testing::{close, logistic_gradient, train_toy};
+        let start = [0.5, -0.25, 0.0, 0.75, 0.1, -0.1];
+        let run = train_toy(&PlainClient, &[], &[], (&start, 2, 0.5), None);
+        let mut w: Vec<f64> = start.iter().map(|&v| f64::from(v)).collect();
+        for _ in 0..2 {
+            let g = logistic_gradient(&w);
+            w.iter_mut().zip(g).for_each(|(w, g)| *w -= 0.5 * g);
+        }
+        assert!(
+            close(&run.params, &w, 1e-6),
+            "{:?} against {w:?}",
+            run.params
         );
     }
 }

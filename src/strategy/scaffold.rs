@@ -220,6 +220,7 @@ mod tests {
             global: &[1.0],
             downlink: &downlink,
             lr: 0.25,
+            personal: None,
         };
         let mut state = Some(Tensors::new().with(CONTROL, vec![0.25]));
         let objective = ScaffoldClient.objective(&view, state.as_ref());
@@ -228,6 +229,7 @@ mod tests {
             params: &[0.5],
             steps: 2,
             loss_at_global: None,
+            kept: &Tensors::new(),
         };
         let up = ScaffoldClient.finish(&view, &mut state, &trained);
         assert_eq!(up.expect(CONTROL_DELTA), &[0.5]);

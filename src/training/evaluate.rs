@@ -277,6 +277,7 @@ impl TestEvaluator {
                         global: own.as_deref().unwrap_or(&sent.model),
                         downlink: &sent.extras,
                         lr: starts.client.lr,
+                        personal: starts.personal.as_ref().map(|split| &split.sharing),
                     };
                     let mut tuning = ExtraPasses {
                         local: LocalData {
@@ -334,6 +335,7 @@ impl TestEvaluator {
                         global: &sent.model,
                         downlink: &sent.extras,
                         lr: starts.client.lr,
+                        personal: starts.personal.as_ref().map(|split| &split.sharing),
                     };
                     let local = LocalData {
                         data: &starts.data,

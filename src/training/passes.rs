@@ -10,11 +10,11 @@ use rand_chacha::ChaCha12Rng;
 use crate::config::ClientConfig;
 use crate::data::DataShape;
 use crate::local::session::SessionParts;
-use crate::local::{LocalData, LocalTraining, Objective, TrainError, train_on_objective};
+use crate::local::{LocalData, LocalTraining, TrainError, train_on_objective};
 use crate::model::{Net, flat};
 use crate::registry::ModelChoice;
 use crate::stop::StopSignal;
-use crate::strategy::FineTuning;
+use crate::strategy::{FineTuning, Pass};
 
 /// Passes of local training over one client's data.
 pub struct ExtraPasses<'a> {
@@ -37,13 +37,7 @@ pub struct ExtraPasses<'a> {
 }
 
 impl FineTuning for ExtraPasses<'_> {
-    fn train(
-        &mut self,
-        start: &[f32],
-        steps: u32,
-        objective: &Objective,
-        anchor: &[f32],
-    ) -> Result<Vec<f32>, TrainError> {
+    fn train(&mut self, start: &[f32], pass: &Pass<'_>) -> Result<Vec<f32>, TrainError> {
         let (model, shape, device) = (self.model, self.shape, self.device);
         let scratch = self
             .net
@@ -53,14 +47,14 @@ impl FineTuning for ExtraPasses<'_> {
         let session = LocalTraining::new(SessionParts {
             local: self.local,
             config: self.config,
-            budget: steps,
+            budget: pass.steps,
             rng: &mut self.rng,
             device,
             stop: self.stop,
-            start: anchor,
+            start: pass.anchor,
             build: &build,
         });
-        let trained = train_on_objective(session, flat::load(scratch, start), objective)?;
+        let trained = train_on_objective(session, flat::load(scratch, start), &pass.objective)?;
         let params = flat::flatten(&trained.net);
         *self.net = Some(trained.net);
         Ok(params)

@@ -202,6 +202,7 @@ impl Shared {
             global: &job.model,
             downlink: &job.extras,
             lr: setup.client.lr,
+            personal: setup.personal.as_ref().map(|split| &split.sharing),
         };
         let attack = self.attack_of(job.client);
         let local = LocalData {
@@ -235,6 +236,7 @@ impl Shared {
             params: &params,
             steps: result.steps,
             loss_at_global,
+            kept: &result.kept,
         };
         let mut extras = setup.algorithm.finish(&view, &mut state, &trained);
         for (name, values) in start_extras.iter().flat_map(|e| e.iter()) {
