@@ -76,6 +76,8 @@ const FEDDYN: &str = r#"strategy={"name":"feddyn"}"#;
 const FEDPER: &str = r#"strategy={"name":"fedper"}"#;
 const LG_FEDAVG: &str = r#"strategy={"name":"lg_fedavg"}"#;
 const DITTO: &str = r#"strategy={"name":"ditto"}"#;
+const APFL: &str = r#"strategy={"name":"apfl","adaptive":true}"#;
+const FEDREP: &str = r#"strategy={"name":"fedrep"}"#;
 
 /// Clients 0 to 29, under scheduler 0, sit 1 s away and miss a 1.5 s deadline; the others,
 /// 10 ms away, train 600 samples in 0.6 s and make it.
@@ -97,8 +99,10 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
     // the run folder, the others into folders of their own.
     // FedPer's and LG-FedAvg's clients keep personal layers in their states, which travel the
     // same way, and the links carry only the shared layers (through aggregating schedulers too);
-    // Ditto's keep a whole personal model, trained on the rank that trains the client.
-    let cases: [(&str, Vec<&str>); 13] = [
+    // Ditto's keep a whole personal model, trained on the rank that trains the client; APFL's
+    // a personal model and its mixing weight, which their own loop trains beside the update;
+    // FedRep's a head, under aggregating schedulers.
+    let cases: [(&str, Vec<&str>); 15] = [
         ("flat", vec![flat]),
         ("relay", vec![relay]),
         ("aggregate", vec![aggregate]),
@@ -118,6 +122,18 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
         (
             "flat-ditto",
             vec![flat, DITTO, "eval.client_test_fraction=0.2"],
+        ),
+        (
+            "relay-apfl",
+            vec![relay, APFL, "eval.client_test_fraction=0.2"],
+        ),
+        (
+            "aggregate-fedrep",
+            vec![
+                aggregate,
+                "strategy.name=fedrep",
+                "eval.client_test_fraction=0.2",
+            ],
         ),
         (
             "relay-feddyn-dropout",
@@ -164,7 +180,7 @@ fn three_ranks_give_the_bytes_of_one_process_in_every_topology() {
         // Every message crosses as one frame (and each link's end as one more), its payload
         // as the simulated message has it, its header in a different but similar size; with
         // clients' states, updates also carry those, which a real client keeps.
-        let with_states = [SCAFFOLD, FEDDYN, FEDPER, LG_FEDAVG, DITTO]
+        let with_states = [SCAFFOLD, FEDDYN, FEDPER, LG_FEDAVG, DITTO, APFL, FEDREP]
             .iter()
             .any(|keeping| sets.contains(keeping));
         for direction in ["down", "up"] {

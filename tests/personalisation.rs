@@ -135,6 +135,7 @@ fn only_the_shared_layers_travel_and_each_client_keeps_its_own() {
         out
     };
     let (fedavg, fedper, lg) = (run("fedavg"), run("fedper"), run("lg_fedavg"));
+    let fedrep = run("fedrep");
     let (down, up, messages) = server_bytes(&fedavg);
     // FedPer keeps the head: each message is 4 bytes a value lighter; LG-FedAvg keeps the
     // body: each carries the head alone.
@@ -146,10 +147,11 @@ fn only_the_shared_layers_travel_and_each_client_keeps_its_own() {
         )
     };
     assert_eq!(server_bytes(&fedper), lighter(HEAD));
+    assert_eq!(server_bytes(&fedrep), lighter(HEAD));
     assert_eq!(server_bytes(&lg), lighter(MLP - HEAD));
     // A client's own layers, trained on its labels, fit them better than the global model
     // (after five rounds half the clients have trained theirs).
-    for run in [&fedper, &lg] {
+    for run in [&fedper, &fedrep, &lg] {
         let record = records(run).last().unwrap().clone();
         let global = record["client_accuracy"]["mean"].as_f64().unwrap();
         let personal = record["personal_accuracy"]["mean"].as_f64().unwrap();
@@ -227,4 +229,34 @@ fn dittos_global_model_is_fedavgs_to_the_bit_and_its_personal_models_fit_their_c
     let global = record["client_accuracy"]["mean"].as_f64().unwrap();
     let personal = record["personal_accuracy"]["mean"].as_f64().unwrap();
     assert!(personal > global + 0.1, "{record}");
+}
+
+#[test]
+fn apfl_pfedme_and_per_fedavgs_personal_models_fit_their_clients_better_than_the_global_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let fedavg = dir.path().join("fedavg");
+    run_ok(&experiment("mnist-t1"), &fedavg, SKEWED);
+    for strategy in [
+        r#"strategy={"name":"apfl","alpha":0.5}"#,
+        r#"strategy={"name":"apfl","adaptive":true}"#,
+        r#"strategy={"name":"pfedme"}"#,
+        r#"strategy={"name":"perfedavg"}"#,
+        r#"strategy={"name":"perfedavg","variant":"hessian_free"}"#,
+    ] {
+        let out = dir.path().join("run");
+        let _ = std::fs::remove_dir_all(&out);
+        run_ok(
+            &experiment("mnist-t1"),
+            &out,
+            &[SKEWED, &[strategy]].concat(),
+        );
+        let record = records(&out).last().unwrap().clone();
+        let global = record["client_accuracy"]["mean"].as_f64().unwrap();
+        let personal = record["personal_accuracy"]["mean"].as_f64().unwrap();
+        assert!(personal > global + 0.05, "{strategy}: {record}");
+        // APFL's updates are FedAvg's: its global model is FedAvg's to the bit.
+        if strategy.contains("apfl") {
+            assert_eq!(common::model_bytes(&out), common::model_bytes(&fedavg));
+        }
+    }
 }

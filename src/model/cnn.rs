@@ -1,16 +1,26 @@
 //! The convolutional network of McMahan et al. (2017): conv 5x5 (32, padding 2), ReLU,
-//! max-pool 2, conv 5x5 (64, padding 2), ReLU, max-pool 2, dense 3136-512, ReLU, dense 512-10.
+//! max-pool 2, conv 5x5 (64, padding 2), ReLU, max-pool 2, dense 3136-512, ReLU, dense 512-10;
+//! and its BatchNorm variant (`"batch_norm": true`), with BatchNorm after each convolution
+//! (before its ReLU), as FedBN's networks (Li et al. 2021) normalise their convolutions.
+//!
+//! BatchNorm normalises each channel with its batch's mean and variance in training and with
+//! running estimates of them in evaluation; the running mean and variance are in the flat
+//! vector beside the scale and shift (`running_mean`, `running_var` in `model-layout.json`),
+//! so a checkpoint holds them, FedAvg averages them as it averages the rest, and FedBN keeps
+//! them with each client.
 
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::{Initializer, Linear, PaddingConfig2d};
+use burn::nn::pool::MaxPool2dConfig;
+use burn::nn::{BatchNorm, BatchNormConfig, Initializer, Linear, PaddingConfig2d};
+use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
+use serde::{Deserialize, Serialize};
 
 use super::conv_pool::conv_relu_pool;
 use super::dense_layer::{Activation, dense_layer};
 use super::mlp::dense;
 use super::{Architecture, Input, Net, Network, Outputs, image, images_of, takes_images};
-use crate::config::NoParams;
 use crate::config::check::Problems;
 use crate::data::{DataShape, SampleKind, SampleShape};
 
@@ -24,8 +34,18 @@ const DOWNSAMPLING: usize = 4;
 #[derive(Debug, Clone, Copy)]
 pub struct CnnModel;
 
+/// The CNN's hyperparameters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CnnParams {
+    /// BatchNorm after each convolution (left out of a resolved config when off, so that the
+    /// configs of runs from before it was offered resolve as they did).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub batch_norm: bool,
+}
+
 impl Architecture for CnnModel {
-    type Params = NoParams;
+    type Params = CnnParams;
 
     fn name(&self) -> &'static str {
         "cnn"
@@ -35,11 +55,18 @@ impl Architecture for CnnModel {
         "the CNN of McMahan et al. (2017): two 5x5 convolutions (32, 64 channels) with max pooling, then a 512-unit dense layer"
     }
 
+    fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "batch_norm",
+            "BatchNorm after each convolution, its running statistics in the flat vector (default false)",
+        )]
+    }
+
     fn takes(&self, sample: SampleKind) -> bool {
         takes_images(sample)
     }
 
-    fn check(&self, _: &NoParams, sample: Option<SampleKind>, problems: &mut Problems) {
+    fn check(&self, _: &CnnParams, sample: Option<SampleKind>, problems: &mut Problems) {
         if let Some(SampleKind::Image([_, height, width])) = sample
             && (height % DOWNSAMPLING != 0 || width % DOWNSAMPLING != 0)
         {
@@ -50,11 +77,15 @@ impl Architecture for CnnModel {
         }
     }
 
-    fn build(&self, _: &NoParams, shape: DataShape, device: &Device) -> Net {
-        Net::new(Cnn::new(image(shape), shape.num_classes, device))
+    fn build(&self, params: &CnnParams, shape: DataShape, device: &Device) -> Net {
+        let cnn = Cnn::new(image(shape), shape.num_classes, device);
+        Net::new(match params.batch_norm {
+            true => cnn.with_batch_norm(device),
+            false => cnn,
+        })
     }
 
-    fn multiply_adds(&self, _: &NoParams, shape: DataShape) -> Option<Vec<u64>> {
+    fn multiply_adds(&self, _: &CnnParams, shape: DataShape) -> Option<Vec<u64>> {
         Some(multiply_adds(shape))
     }
 }
@@ -63,7 +94,11 @@ impl Architecture for CnnModel {
 #[derive(Module, Debug)]
 pub struct Cnn {
     conv1: Conv2d,
+    /// BatchNorm of the first convolution, in the BatchNorm variant.
+    norm1: Option<BatchNorm>,
     conv2: Conv2d,
+    /// BatchNorm of the second convolution, in the BatchNorm variant.
+    norm2: Option<BatchNorm>,
     fc1: Linear,
     fc2: Linear,
 }
@@ -75,9 +110,20 @@ impl Cnn {
         let flat = CHANNELS[1] * (height / DOWNSAMPLING) * (width / DOWNSAMPLING);
         Self {
             conv1: conv(channels, CHANNELS[0], device),
+            norm1: None,
             conv2: conv(CHANNELS[0], CHANNELS[1], device),
+            norm2: None,
             fc1: dense(flat, HIDDEN, device),
             fc2: dense(HIDDEN, num_classes, device),
+        }
+    }
+
+    /// This CNN with BatchNorm after each convolution (PyTorch's momentum 0.1 and ε 1e-5).
+    pub fn with_batch_norm(self, device: &Device) -> Self {
+        Self {
+            norm1: Some(BatchNormConfig::new(CHANNELS[0]).init(device)),
+            norm2: Some(BatchNormConfig::new(CHANNELS[1]).init(device)),
+            ..self
         }
     }
 
@@ -88,8 +134,8 @@ impl Cnn {
 
     /// The input of the last layer: the hidden dense layer's output.
     fn represent(&self, images: Tensor<4>) -> Tensor<2> {
-        let x = conv_relu_pool(&self.conv1, images);
-        let x = conv_relu_pool(&self.conv2, x);
+        let x = block(&self.conv1, self.norm1.as_ref(), images);
+        let x = block(&self.conv2, self.norm2.as_ref(), x);
         dense_layer(&self.fc1, x.flatten(1, 3), Activation::Relu)
     }
 
@@ -108,6 +154,18 @@ impl Network for Cnn {
         Outputs::through(self.represent(images_of(input, "the CNN")), |r| {
             self.last(r)
         })
+    }
+}
+
+/// A convolution, its BatchNorm if it has one, ReLU and a 2x2 max-pool; without BatchNorm the
+/// fused block of [`conv_relu_pool`].
+fn block(conv: &Conv2d, norm: Option<&BatchNorm>, x: Tensor<4>) -> Tensor<4> {
+    match norm {
+        None => conv_relu_pool(conv, x),
+        Some(norm) => {
+            let x = relu(norm.forward(conv.forward(x)));
+            MaxPool2dConfig::new([2, 2]).init().forward(x)
+        }
     }
 }
 
@@ -149,7 +207,9 @@ mod tests {
             num_classes: 10,
         };
         // 28·28·32·25, 14·14·64·800, 3136·512, 512·10.
-        let layers = CnnModel.multiply_adds(&NoParams {}, mnist).unwrap();
+        let layers = CnnModel
+            .multiply_adds(&CnnParams::default(), mnist)
+            .unwrap();
         assert_eq!(layers, [627_200, 10_035_200, 1_605_632, 5_120]);
         let forward: u64 = layers.iter().sum();
         let training = 2 * (2 * forward + forward - 627_200);

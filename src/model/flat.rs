@@ -24,6 +24,25 @@ pub enum ParamKind {
     NormScale,
     /// A normalisation layer's per-channel shift (GroupNorm's beta).
     NormShift,
+    /// A BatchNorm layer's running mean of each channel: a statistic that training updates
+    /// from its batches and evaluation normalises with, not a trained value.
+    RunningMean,
+    /// A BatchNorm layer's running variance of each channel, as [`ParamKind::RunningMean`].
+    RunningVariance,
+}
+
+impl ParamKind {
+    /// Whether the parameter belongs to a normalisation layer (its scale, shift or running
+    /// statistics): FedBN's personal layers are those made of these alone.
+    pub fn is_normalisation(self) -> bool {
+        matches!(
+            self,
+            ParamKind::NormScale
+                | ParamKind::NormShift
+                | ParamKind::RunningMean
+                | ParamKind::RunningVariance
+        )
+    }
 }
 
 /// One parameter tensor inside the flat vector.
@@ -72,7 +91,8 @@ pub struct UnknownParam {
 
 impl Layout {
     /// Reads the layout off a network. The weights and biases of burn's `Linear` and `Conv2d`,
-    /// an `Embedding`'s table and a `GroupNorm`'s scale and shift are known; `kind_of` says
+    /// an `Embedding`'s table, a `GroupNorm`'s scale and shift and a `BatchNorm`'s with its
+    /// running statistics are known; `kind_of` says
     /// what any other parameter is, with its fan-in.
     pub fn of(
         net: &Net,
@@ -125,7 +145,8 @@ impl Layout {
 
 /// Draws initial parameters tensor by tensor, in layout order, each as its kind starts in
 /// PyTorch by default: the weights and biases of `Linear` and `Conv2d` uniform in
-/// `±1/sqrt(fan_in)`, embeddings standard normal, norm scales one and shifts zero. Using the run's own stream (not the backend's global RNG) makes the
+/// `±1/sqrt(fan_in)`, embeddings standard normal, norm scales and running variances one,
+/// shifts and running means zero. Using the run's own stream (not the backend's global RNG) makes the
 /// initial model a function of the seed alone.
 pub fn initial_params(layout: &Layout, rng: &mut ChaCha12Rng) -> Vec<f32> {
     let mut values = Vec::with_capacity(layout.len());
@@ -140,8 +161,12 @@ pub fn initial_params(layout: &Layout, rng: &mut ChaCha12Rng) -> Vec<f32> {
                     (0..spec.len()).map(|_| Distribution::<f32>::sample(&StandardNormal, rng)),
                 );
             }
-            ParamKind::NormScale => values.extend(std::iter::repeat_n(1.0, spec.len())),
-            ParamKind::NormShift => values.extend(std::iter::repeat_n(0.0, spec.len())),
+            ParamKind::NormScale | ParamKind::RunningVariance => {
+                values.extend(std::iter::repeat_n(1.0, spec.len()))
+            }
+            ParamKind::NormShift | ParamKind::RunningMean => {
+                values.extend(std::iter::repeat_n(0.0, spec.len()))
+            }
         }
     }
     values
@@ -160,14 +185,18 @@ fn known_kind(site: &ParamSite<'_>, last_weight_fan_in: usize) -> Option<(ParamK
         ("weight", "Struct:Conv2d") => (ParamKind::Weight, shape[1..].iter().product()),
         // One row per token; no fan-in sets its scale.
         ("weight", "Struct:Embedding") => (ParamKind::Embedding, 1),
-        ("gamma", "Struct:GroupNorm") => (ParamKind::NormScale, 1),
-        ("beta", "Struct:GroupNorm") => (ParamKind::NormShift, 1),
+        ("gamma", "Struct:GroupNorm" | "Struct:BatchNorm") => (ParamKind::NormScale, 1),
+        ("beta", "Struct:GroupNorm" | "Struct:BatchNorm") => (ParamKind::NormShift, 1),
+        ("running_mean", "Struct:BatchNorm") => (ParamKind::RunningMean, 1),
+        ("running_var", "Struct:BatchNorm") => (ParamKind::RunningVariance, 1),
         _ => return None,
     })
 }
 
-/// Copies a model's parameters into one flat vector.
+/// Copies a model's parameters into one flat vector (BatchNorm's running statistics with their
+/// last update).
 pub fn flatten(net: &Net) -> Vec<f32> {
+    net.settle_running_statistics();
     let mut values = Vec::new();
     net.walk(&mut |site| {
         let data = site.value().into_data();
@@ -235,7 +264,7 @@ mod tests {
 
     #[test]
     fn cnn_has_the_fedavg_paper_parameter_count() {
-        let layout = layout(&CnnModel.build(&NoParams {}, MNIST, &Device::flex()));
+        let layout = layout(&CnnModel.build(&Default::default(), MNIST, &Device::flex()));
         assert_eq!(layout.len(), 1_663_370);
         assert_eq!(layout.params[0].fan_in, 25);
         assert_eq!(layout.params[2].fan_in, 32 * 25);
@@ -243,7 +272,7 @@ mod tests {
 
     #[test]
     fn load_then_flatten_round_trips_exactly() {
-        let net = CnnModel.build(&NoParams {}, MNIST, &Device::flex());
+        let net = CnnModel.build(&Default::default(), MNIST, &Device::flex());
         let layout = layout(&net);
         let values = initial_params(&layout, &mut stream(3, Purpose::MODEL_INIT, 0, 0));
         let net = load(net, &values);

@@ -30,7 +30,7 @@ use crate::config::check::Problems;
 use crate::data::{DataShape, SampleKind, SampleShape};
 
 pub use cifar_cnn::{CifarCnn, CifarCnnModel};
-pub use cnn::{Cnn, CnnModel};
+pub use cnn::{Cnn, CnnModel, CnnParams};
 pub use flat::ParamKind;
 pub use lstm::{CharLstm, LstmModel};
 pub use mlp::{LogisticModel, Mlp, MlpModel};

@@ -165,6 +165,13 @@ impl Net {
         Net(self.0.step(optimizer, lr, grads))
     }
 
+    /// Makes the running statistics of its BatchNorm layers (burn's `RunningState`) hold
+    /// their last update: burn keeps a training step's update aside until the next step
+    /// reads it, and a walk over the parameters would see the value before it.
+    pub(crate) fn settle_running_statistics(&self) {
+        self.0.settle_running_statistics();
+    }
+
     /// A copy whose parameters have the same ids as this network's: map its values
     /// ([`Net::map_values`]) to get a model derived from this one within a step, whose
     /// gradients then step this network (Per-FedAvg's gradient at the model after an inner
@@ -210,6 +217,7 @@ trait Erased: Send + fmt::Debug {
     fn load(self: Box<Self>, values: &[f32]) -> (Box<dyn Erased>, usize);
     fn gradients(&self, loss: Tensor<1>) -> GradientsParams;
     fn duplicate(&self) -> Box<dyn Erased>;
+    fn settle_running_statistics(&self);
     fn read_gradients(&self, grads: &GradientsParams, read: &mut dyn FnMut(Option<Tensor<1>>));
     fn freeze(&self, grads: &mut GradientsParams, frozen: &dyn Fn(usize) -> bool);
     fn step(
@@ -263,6 +271,12 @@ impl<N: Network> Erased for N {
 
     fn duplicate(&self) -> Box<dyn Erased> {
         Box::new(self.clone())
+    }
+
+    fn settle_running_statistics(&self) {
+        // `valid` folds every running state's pending update into its value (shared with
+        // the copy it returns, which is not needed).
+        drop(Module::valid(self));
     }
 
     fn read_gradients(&self, grads: &GradientsParams, read: &mut dyn FnMut(Option<Tensor<1>>)) {

@@ -13,10 +13,17 @@
 //!
 //! Where a block changes the channel count or the image size, its shortcut is a 1x1
 //! convolution of stride 2 with GroupNorm (the paper's option B).
+//!
+//! `"norm": "batch"` puts BatchNorm in GroupNorm's place, as the paper has it: for FedBN (Li
+//! et al. 2021), which keeps each client's BatchNorm layers, statistics included, with the
+//! client, and to measure what GroupNorm saves elsewhere. Its running statistics are in the
+//! flat vector (`running_mean`, `running_var` in `model-layout.json`).
 
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::{GroupNorm, GroupNormConfig, Initializer, Linear, PaddingConfig2d};
+use burn::nn::{
+    BatchNorm, BatchNormConfig, GroupNorm, GroupNormConfig, Initializer, Linear, PaddingConfig2d,
+};
 use burn::tensor::activation::relu;
 use burn::tensor::module::adaptive_avg_pool2d;
 use burn::tensor::{Device, Tensor};
@@ -43,6 +50,27 @@ pub struct ResnetParams {
     pub depth: usize,
     /// GroupNorm's groups per layer.
     pub groups: usize,
+    /// The normalisation after each convolution (left out of a resolved config at its
+    /// default, so that the configs of runs from before it was offered resolve as they did).
+    #[serde(skip_serializing_if = "Normalisation::is_group")]
+    pub norm: Normalisation,
+}
+
+/// The normalisation of a residual network's convolutions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Normalisation {
+    /// GroupNorm, of `groups` groups.
+    #[default]
+    Group,
+    /// BatchNorm, with running statistics.
+    Batch,
+}
+
+impl Normalisation {
+    fn is_group(&self) -> bool {
+        *self == Normalisation::Group
+    }
 }
 
 impl Default for ResnetParams {
@@ -51,6 +79,7 @@ impl Default for ResnetParams {
         Self {
             depth: 20,
             groups: 2,
+            norm: Normalisation::Group,
         }
     }
 }
@@ -70,6 +99,10 @@ impl Architecture for ResnetModel {
         &[
             ("depth", "layers: 8, 14, 20, 32, 44, 56 or 110"),
             ("groups", "GroupNorm's groups per layer; divides 16"),
+            (
+                "norm",
+                "\"group\" (GroupNorm, the default) or \"batch\" (BatchNorm, running statistics in the flat vector)",
+            ),
         ]
     }
 
@@ -83,13 +116,7 @@ impl Architecture for ResnetModel {
 
     fn build(&self, params: &ResnetParams, shape: DataShape, device: &Device) -> Net {
         let [channels, ..] = image(shape);
-        Net::new(ResNet::new(
-            params.depth,
-            params.groups,
-            channels,
-            shape.num_classes,
-            device,
-        ))
+        Net::new(ResNet::new(params, channels, shape.num_classes, device))
     }
 
     fn multiply_adds(&self, params: &ResnetParams, shape: DataShape) -> Option<Vec<u64>> {
@@ -98,7 +125,7 @@ impl Architecture for ResnetModel {
 }
 
 /// Adds a problem for a depth or a number of groups that makes no network.
-fn check_params(&ResnetParams { depth, groups }: &ResnetParams, problems: &mut Problems) {
+fn check_params(&ResnetParams { depth, groups, .. }: &ResnetParams, problems: &mut Problems) {
     if depth < 8 || !(depth - 2).is_multiple_of(6) {
         problems.add(
             "depth",
@@ -123,11 +150,14 @@ pub struct ResNet {
     output: Linear,
 }
 
-/// A 3x3 (or 1x1) convolution without bias, then GroupNorm.
+/// A 3x3 (or 1x1) convolution without bias, then GroupNorm or BatchNorm.
 #[derive(Module, Debug)]
 struct ConvNorm {
     conv: Conv2d,
-    norm: GroupNorm,
+    /// GroupNorm, unless the network has BatchNorm.
+    norm: Option<GroupNorm>,
+    /// BatchNorm, where the network has it.
+    batch_norm: Option<BatchNorm>,
 }
 
 /// Two 3x3 convolutions with a shortcut around them.
@@ -156,15 +186,15 @@ fn block_plan(depth: usize) -> Vec<(usize, usize, usize)> {
 }
 
 impl ResNet {
-    /// A network of `depth` layers for images of `channels`, with zeroed parameters and
-    /// GroupNorm's scales at one.
+    /// A network of `params.depth` layers for images of `channels`, with zeroed parameters
+    /// and the norms' scales at one.
     pub fn new(
-        depth: usize,
-        groups: usize,
+        params: &ResnetParams,
         channels: usize,
         num_classes: usize,
         device: &Device,
     ) -> Self {
+        let batch = params.norm == Normalisation::Batch;
         let conv_norm = |inputs, outputs, kernel, stride| ConvNorm {
             conv: Conv2dConfig::new([inputs, outputs], [kernel, kernel])
                 .with_stride([stride, stride])
@@ -177,9 +207,10 @@ impl ResNet {
                 .with_bias(false)
                 .with_initializer(Initializer::Zeros)
                 .init(device),
-            norm: GroupNormConfig::new(groups, outputs).init(device),
+            norm: (!batch).then(|| GroupNormConfig::new(params.groups, outputs).init(device)),
+            batch_norm: batch.then(|| BatchNormConfig::new(outputs).init(device)),
         };
-        let blocks = block_plan(depth)
+        let blocks = block_plan(params.depth)
             .into_iter()
             .map(|(inputs, outputs, stride)| Block {
                 first: conv_norm(inputs, outputs, 3, stride),
@@ -228,7 +259,12 @@ impl Network for ResNet {
 
 impl ConvNorm {
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        self.norm.forward(self.conv.forward(x))
+        let x = self.conv.forward(x);
+        match (&self.norm, &self.batch_norm) {
+            (Some(norm), _) => norm.forward(x),
+            (None, Some(norm)) => norm.forward(x),
+            (None, None) => unreachable!("a convolution of the network has a norm"),
+        }
     }
 }
 
@@ -275,7 +311,7 @@ mod tests {
 
     #[test]
     fn resnet_20_has_its_parameter_count() {
-        let net = ResNet::new(20, 2, 3, 10, &Device::flex());
+        let net = ResNet::new(&ResnetParams::default(), 3, 10, &Device::flex());
         // ResNet-20 with option A shortcuts and BatchNorm has 269,722 parameters (He et al.'s
         // 0.27M); GroupNorm has as many, and option B adds two 1x1 projections (16 to 32 and
         // 32 to 64 channels) with their norms.
@@ -306,7 +342,12 @@ mod tests {
     #[test]
     fn images_of_any_size_give_one_row_of_logits_each() {
         let device = Device::flex();
-        let net = ResNet::new(8, 4, 1, 62, &device);
+        let params = ResnetParams {
+            depth: 8,
+            groups: 4,
+            ..ResnetParams::default()
+        };
+        let net = ResNet::new(&params, 1, 62, &device);
         let images = Tensor::<4>::from_data(
             TensorData::new(vec![0.5f32; 2 * 28 * 28], [2, 1, 28, 28]),
             &device,
@@ -319,7 +360,12 @@ mod tests {
     fn depths_and_groups_that_make_no_network_are_named() {
         let problems = |depth, groups| {
             let mut problems = Problems::new();
-            check_params(&ResnetParams { depth, groups }, &mut problems);
+            let params = ResnetParams {
+                depth,
+                groups,
+                ..ResnetParams::default()
+            };
+            check_params(&params, &mut problems);
             problems.into_vec()
         };
         assert!(problems(20, 2).is_empty());

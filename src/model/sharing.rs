@@ -3,8 +3,9 @@
 //! shared values, and each client keeps its personal ones between rounds.
 //!
 //! Layers are named as the parameter layout names them, a parameter's dotted path without its
-//! last part (`layers.2` holds `layers.2.weight` and `layers.2.bias`), or by two words: `head`,
-//! the model's last layer, and `body`, every layer but the last.
+//! last part (`layers.2` holds `layers.2.weight` and `layers.2.bias`), or by three words:
+//! `head`, the model's last layer, `body`, every layer but the last, and `norm`, every
+//! normalisation layer (its scale, shift and running statistics; none in a model without).
 
 use std::ops::Range;
 
@@ -19,10 +20,20 @@ pub struct Sharing {
     len: usize,
 }
 
-/// The layers of `layout`, in order: each parameter's name without its last part, with the
-/// slice of the flat vector its parameters take.
-fn layers(layout: &Layout) -> Vec<(String, Range<usize>)> {
-    let mut layers: Vec<(String, Range<usize>)> = Vec::new();
+/// One layer of a layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Layer {
+    /// Its parameters' name without their last part.
+    name: String,
+    /// The slice of the flat vector its parameters take.
+    range: Range<usize>,
+    /// Whether it is a normalisation layer (every parameter one).
+    normalisation: bool,
+}
+
+/// The layers of `layout`, in order.
+fn layers(layout: &Layout) -> Vec<Layer> {
+    let mut layers: Vec<Layer> = Vec::new();
     let mut start = 0;
     for param in &layout.params {
         let name = param
@@ -30,9 +41,17 @@ fn layers(layout: &Layout) -> Vec<(String, Range<usize>)> {
             .rsplit_once('.')
             .map_or(param.name.as_str(), |(layer, _)| layer);
         let end = start + param.len();
+        let normalisation = param.kind.is_normalisation();
         match layers.last_mut() {
-            Some((last, range)) if last == name => range.end = end,
-            _ => layers.push((name.to_string(), start..end)),
+            Some(last) if last.name == name => {
+                last.range.end = end;
+                last.normalisation &= normalisation;
+            }
+            _ => layers.push(Layer {
+                name: name.to_string(),
+                range: start..end,
+                normalisation,
+            }),
         }
         start = end;
     }
@@ -51,14 +70,19 @@ impl Sharing {
             match name.as_str() {
                 "head" => personal[last] = true,
                 "body" => personal[..last].iter_mut().for_each(|p| *p = true),
-                name => match layers.iter().position(|(layer, _)| layer == name) {
+                "norm" => {
+                    for (personal, layer) in personal.iter_mut().zip(&layers) {
+                        *personal |= layer.normalisation;
+                    }
+                }
+                name => match layers.iter().position(|layer| layer.name == name) {
                     Some(index) => personal[index] = true,
                     None => {
-                        let known: Vec<&str> = layers.iter().map(|(l, _)| l.as_str()).collect();
+                        let known: Vec<&str> = layers.iter().map(|l| l.name.as_str()).collect();
                         return Err((
                             at,
                             format!(
-                                "the model has no layer {name:?}; its layers are {} (or \"head\", the last, and \"body\", the others)",
+                                "the model has no layer {name:?}; its layers are {} (or \"head\", the last, \"body\", the others, and \"norm\", the normalisation layers)",
                                 known.join(", ")
                             ),
                         ));
@@ -67,7 +91,7 @@ impl Sharing {
             }
         }
         let mut slices: Vec<Range<usize>> = Vec::new();
-        for ((_, range), _) in layers.iter().zip(&personal).filter(|(_, p)| **p) {
+        for (Layer { range, .. }, _) in layers.iter().zip(&personal).filter(|(_, p)| **p) {
             match slices.last_mut() {
                 Some(last) if last.end == range.start => last.end = range.end,
                 _ => slices.push(range.clone()),
@@ -192,7 +216,10 @@ mod tests {
 
     #[test]
     fn layers_are_named_by_their_parameters_prefix() {
-        let found: Vec<(String, Range<usize>)> = layers(&layout());
+        let found: Vec<(String, Range<usize>)> = layers(&layout())
+            .into_iter()
+            .map(|layer| (layer.name, layer.range))
+            .collect();
         assert_eq!(
             found,
             [
@@ -237,5 +264,32 @@ mod tests {
         assert!(
             message.contains("no layer \"fc9\"") && message.contains("layers.0, layers.1, out")
         );
+    }
+
+    #[test]
+    fn norm_names_every_normalisation_layer_and_none_where_the_model_has_none() {
+        let param = |name: &str, kind, len| ParamSpec {
+            name: name.to_string(),
+            kind,
+            shape: vec![len],
+            fan_in: 1,
+        };
+        let layout = Layout {
+            params: vec![
+                param("conv.weight", ParamKind::Weight, 4),
+                param("norm.gamma", ParamKind::NormScale, 2),
+                param("norm.beta", ParamKind::NormShift, 2),
+                param("norm.running_mean", ParamKind::RunningMean, 2),
+                param("norm.running_var", ParamKind::RunningVariance, 2),
+                param("out.weight", ParamKind::Weight, 3),
+            ],
+        };
+        let sharing = Sharing::of(&layout, &names(&["norm"])).unwrap().unwrap();
+        let model: Vec<f32> = (0..15).map(|v| v as f32).collect();
+        assert_eq!(
+            sharing.personal_of(&model),
+            (4..12).map(|v| v as f32).collect::<Vec<_>>()
+        );
+        assert_eq!(Sharing::of(&self::layout(), &names(&["norm"])), Ok(None));
     }
 }

@@ -7,8 +7,10 @@
 //! The split of a client's local work follows the authors' code: of its steps (`client.epochs`
 //! or `client.steps`), the last `body_epochs` epochs' worth train the body and the steps before
 //! them train the head; the paper's experiments use 10 epochs, the last one for the body
-//! (`client.epochs` 10, `body_epochs` 1). With `body_epochs` at least the client's epochs,
-//! every step trains the body and the head is never fitted. Only the body travels; each client
+//! (`client.epochs` 10, `body_epochs` 1). Where that would leave the body more than half of the
+//! steps (a local work of one epoch), it takes the second half (rounded up) and the head the
+//! first, rather than leave the head unfitted. With no personal layer, every step trains the
+//! whole model: FedAvg to the bit. Only the body travels; each client
 //! is scored with the body sent and its own head (`personal_accuracy`).
 
 use std::sync::Arc;
@@ -77,13 +79,13 @@ impl Algorithm for FedRep {
         }
     }
 
-    /// With no personal layer and every step training the body, FedAvg.
+    /// With no personal layer, FedAvg.
     fn reductions(&self) -> Vec<Reduction<Params>> {
         vec![Reduction::to(
             "fedavg",
             Params {
                 personal: Vec::new(),
-                body_epochs: u32::MAX,
+                ..Params::default()
             },
         )]
     }
@@ -124,8 +126,12 @@ impl ClientAlgorithm for FedRepClient {
         _state: Option<&Tensors>,
     ) -> Result<TrainedNet, TrainError> {
         let personal = personal_params(&net, view.personal);
-        let body_steps = self.body_epochs.saturating_mul(local.epoch_steps());
-        let head_steps = local.budget().saturating_sub(body_steps);
+        let budget = local.budget();
+        let body_steps = match personal.contains(&true) {
+            true => (self.body_epochs.saturating_mul(local.epoch_steps())).min(budget.div_ceil(2)),
+            false => budget,
+        };
+        let head_steps = budget - body_steps;
         let mut optimizer = local.optimizer();
         let (mut net, mut step) = (net, 0);
         while let Some(batch) = local.next_batch()? {
@@ -180,11 +186,22 @@ mod tests {
             "{:?} against {w:?}",
             run.params
         );
-        // An MLP whose every step trains the body leaves its head as it was: 2→3→2 holds
-        // 9 values of body, then 8 of head.
+        // A single step trains the body and leaves the head as it was: the MLP 2→3→2 holds 9
+        // values of body, then 8 of head.
         let start: Vec<f32> = (0..17).map(|i| ((i * 7) % 5) as f32 / 5.0 - 0.4).collect();
         let run = train_toy(&client, &[3], &["head"], (&start, 1, 0.5), None);
         assert_eq!(run.params[9..], start[9..]);
         assert_ne!(run.params[..9], start[..9]);
+        // Two steps of one epoch each: the head's, then the body's.
+        let halves = train_toy(
+            &FedRepClient { body_epochs: 1 },
+            &[3],
+            &["head"],
+            (&start, 2, 0.5),
+            None,
+        );
+        let body_first = train_toy(&client, &[3], &["head"], (&start, 1, 0.5), None);
+        assert_ne!(halves.params[9..], start[9..]);
+        assert_ne!(halves.params[..9], body_first.params[..9]);
     }
 }

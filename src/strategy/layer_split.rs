@@ -54,7 +54,7 @@ impl<M: SplitMethod> Algorithm for LayerSplit<M> {
     fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
         &[(
             "personal",
-            "the layers each client keeps: layer names of the model, \"head\" (the last) or \"body\" (the others)",
+            "the layers each client keeps: layer names of the model, \"head\" (the last), \"body\" (the others) or \"norm\" (the normalisation layers)",
         )]
     }
 
