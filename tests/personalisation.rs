@@ -232,7 +232,8 @@ fn dittos_global_model_is_fedavgs_to_the_bit_and_its_personal_models_fit_their_c
 }
 
 #[test]
-fn apfl_pfedme_and_per_fedavgs_personal_models_fit_their_clients_better_than_the_global_model() {
+fn apfl_pfedme_per_fedavg_and_fedalas_personal_models_fit_their_clients_better_than_the_global_model()
+ {
     let dir = tempfile::tempdir().unwrap();
     let fedavg = dir.path().join("fedavg");
     run_ok(&experiment("mnist-t1"), &fedavg, SKEWED);
@@ -259,4 +260,61 @@ fn apfl_pfedme_and_per_fedavgs_personal_models_fit_their_clients_better_than_the
             assert_eq!(common::model_bytes(&out), common::model_bytes(&fedavg));
         }
     }
+}
+
+#[test]
+fn fedbn_keeps_each_clients_batch_norm_layers_statistics_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = |strategy: &'static str| -> Vec<&'static str> {
+        vec![
+            r#"model={"name":"cnn","batch_norm":true}"#,
+            r#"partition={"scheme":"dirichlet","alpha":0.1}"#,
+            "eval.client_test_fraction=0.2",
+            "federation.rounds=1",
+            "federation.clients_per_round=5",
+            strategy,
+        ]
+    };
+    let (fedavg, fedbn) = (dir.path().join("fedavg"), dir.path().join("fedbn"));
+    run_ok(
+        &experiment("mnist-t1"),
+        &fedavg,
+        &sets("strategy.name=fedavg"),
+    );
+    run_ok(
+        &experiment("mnist-t1"),
+        &fedbn,
+        &sets("strategy.name=fedbn"),
+    );
+    // The two BatchNorm layers (32 and 64 channels, each a scale, a shift, a running mean and
+    // a running variance) stay with the clients: each message is 4 bytes a value lighter.
+    let kept = 4 * (32 + 64);
+    let (down, up, messages) = server_bytes(&fedavg);
+    assert_eq!(
+        server_bytes(&fedbn),
+        (
+            down - messages * 4 * kept,
+            up - messages * 4 * kept,
+            messages
+        )
+    );
+    // The global model's norms keep their initial values: running means 0, variances 1.
+    let values: Vec<f32> = common::model_bytes(&fedbn)
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let conv1 = 32 * 25 + 32;
+    assert_eq!(values[conv1 + 64..conv1 + 96], [0.0; 32]);
+    assert_eq!(values[conv1 + 96..conv1 + 128], [1.0; 32]);
+    // FedAvg averages them: the running means moved.
+    let averaged: Vec<f32> = common::model_bytes(&fedavg)
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert!(averaged[conv1 + 64..conv1 + 96].iter().any(|&m| m != 0.0));
+    let record = records(&fedbn).last().unwrap().clone();
+    assert!(
+        record["personal_accuracy"]["mean"].as_f64().unwrap() > 0.0,
+        "{record}"
+    );
 }

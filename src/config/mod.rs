@@ -328,8 +328,9 @@ pub struct ClientConfig {
     pub optimizer: OptimizerConfig,
     /// How much each client trains per round: `{"kind": "fixed"}` (`epochs` epochs, the
     /// default), `{"kind": "uniform", "min_epochs": 1, "max_epochs": 5}` (drawn per client and
-    /// round), or `{"kind": "fit_deadline"}` (as many steps as fit the client's speed within
-    /// the round deadline, at most `epochs` epochs).
+    /// round), `{"kind": "fit_deadline"}` (as many steps as fit the client's speed within
+    /// the round deadline, at most `epochs` epochs), or `{"kind": "steps", "steps": 20}` (that
+    /// many steps for every client, whatever its size).
     #[serde(default, skip_serializing_if = "LocalWork::is_fixed")]
     #[schemars(extend("default" = {"kind": "fixed"}))]
     pub work: LocalWork,

@@ -32,6 +32,13 @@ pub enum LocalWork {
     /// `availability.deadline_s` (link time not counted), at least one and at most
     /// `client.epochs` epochs' worth.
     FitDeadline,
+    /// The same number of SGD steps for every client, whatever its size (pFedMe's and
+    /// FedProx's local rounds `R`): a client's batches go on into its next epoch, reshuffled,
+    /// and `client.epochs` is not read.
+    Steps {
+        /// Steps each round.
+        steps: u32,
+    },
 }
 
 impl LocalWork {
@@ -63,6 +70,7 @@ impl Validate for LocalWork {
             LocalWork::FitDeadline => problems.require(deadline_s.is_some(), "kind", || {
                 "\"fit_deadline\" needs availability.deadline_s".to_string()
             }),
+            LocalWork::Steps { steps } => problems.at_least_one("steps", u64::from(steps)),
         }
     }
 }
@@ -133,6 +141,7 @@ impl WorkPlan {
                     most
                 }
             }
+            LocalWork::Steps { steps } => u64::from(steps),
         };
         let steps = u32::try_from(steps).unwrap_or(u32::MAX);
         Work {
@@ -189,6 +198,16 @@ mod tests {
         );
         assert_eq!(fit.work((1, 0), 0, 25, 1e9).steps, 6);
         assert_eq!(fit.work((1, 0), 0, 25, 0.1).steps, 1);
+        // 20 steps over 25 samples in batches of 10 (3 steps an epoch): six epochs and two
+        // steps, 170 samples.
+        let steps = plan(LocalWork::Steps { steps: 20 }).work((1, 0), 0, 25, 1.0);
+        assert_eq!(
+            steps,
+            Work {
+                steps: 20,
+                samples: 6 * 25 + 2 * 10
+            }
+        );
     }
 
     #[test]

@@ -137,6 +137,31 @@ impl<'a> LocalTraining<'a> {
         Ok(Some(Batch { input, labels }))
     }
 
+    /// Batches of a random `fraction` of the client's samples (at least one), drawn from the
+    /// session's stream, apart from the batches of [`LocalTraining::next_batch`] and outside
+    /// the budget: data a client half reads to set something up before it trains (FedALA's
+    /// aggregation weights). Drawing moves the stream, so the shuffles after differ from those
+    /// of a session that drew nothing.
+    pub fn sample_batches(&mut self, fraction: f64) -> Vec<Batch> {
+        let mut chosen = self.parts.local.indices.to_vec();
+        let count =
+            ((chosen.len() as f64 * fraction).ceil() as usize).clamp(1, chosen.len().max(1));
+        let (picked, _) = chosen.partial_shuffle(self.parts.rng, count);
+        let picked = picked.to_vec();
+        picked
+            .chunks(self.parts.config.batch_size)
+            .map(|chunk| {
+                let altered = Altered {
+                    flip_labels: self.parts.local.flip_labels,
+                    augment: Some(&mut *self.parts.rng),
+                };
+                let (input, labels) =
+                    batch(self.parts.local.data, chunk, altered, self.parts.device);
+                Batch { input, labels }
+            })
+            .collect()
+    }
+
     /// The mean cross-entropy loss of `logits` against `labels`.
     pub fn cross_entropy(&self, logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
         self.loss_fn.forward(logits, labels)

@@ -219,4 +219,53 @@ mod tests {
         let run = 30_000 * training + 50_000 * 2 * forward;
         assert_eq!(run, 3_398_850_560_000);
     }
+
+    #[test]
+    fn batch_norm_keeps_its_running_statistics_in_the_flat_vector_and_evaluates_with_them() {
+        use crate::model::flat::{self, Layout, ParamKind, initial_params};
+        use crate::seed::{Purpose, stream};
+        use burn::tensor::TensorData;
+        let mnist = DataShape {
+            sample: SampleShape::Image([1, 8, 8]),
+            num_classes: 10,
+        };
+        let with_norm = CnnParams { batch_norm: true };
+        let device = Device::flex().autodiff();
+        let net = CnnModel.build(&with_norm, mnist, &device);
+        let layout = Layout::of(&net, &|_| None).unwrap();
+        let norm1: Vec<(&str, ParamKind)> = layout.params[2..6]
+            .iter()
+            .map(|p| (p.name.as_str(), p.kind))
+            .collect();
+        assert_eq!(
+            norm1,
+            [
+                ("norm1.gamma", ParamKind::NormScale),
+                ("norm1.beta", ParamKind::NormShift),
+                ("norm1.running_mean", ParamKind::RunningMean),
+                ("norm1.running_var", ParamKind::RunningVariance),
+            ]
+        );
+        let initial = initial_params(&layout, &mut stream(1, Purpose::MODEL_INIT, 0, 0));
+        let norm_start = layout.params[..2].iter().map(|p| p.len()).sum::<usize>();
+        assert_eq!(initial[norm_start..norm_start + 32], [1.0; 32]);
+        assert_eq!(initial[norm_start + 96..norm_start + 128], [1.0; 32]);
+        // A training pass updates the running statistics, and the flat vector holds the
+        // update at once.
+        let net = flat::load(net, &initial);
+        let values: Vec<f32> = (0..2 * 64).map(|i| (i % 7) as f32 - 3.0).collect();
+        let images = Tensor::<4>::from_data(TensorData::new(values, [2, 1, 8, 8]), &device);
+        let _ = net.forward(crate::model::Input::Images(images.clone()));
+        let trained = flat::flatten(&net);
+        let running_mean = &trained[norm_start + 64..norm_start + 96];
+        assert!(running_mean.iter().any(|&m| m != 0.0), "{running_mean:?}");
+        // Evaluation (no autodiff) normalises with those statistics, not the batch's: a
+        // network loaded with the initial ones computes another function.
+        let evaluate = |params: &[f32]| {
+            let net = flat::load(CnnModel.build(&with_norm, mnist, &Device::flex()), params);
+            let images = Tensor::<4>::from_data(images.to_data(), &Device::flex());
+            net.forward(crate::model::Input::Images(images)).into_data()
+        };
+        assert_ne!(evaluate(&trained), evaluate(&initial));
+    }
 }

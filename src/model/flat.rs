@@ -224,7 +224,6 @@ pub fn load(net: Net, values: &[f32]) -> Net {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::NoParams;
     use crate::data::{DataShape, SampleShape};
     use crate::model::{Architecture, CnnModel, MlpModel};
     use crate::seed::{Purpose, stream};

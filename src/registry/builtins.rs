@@ -14,9 +14,9 @@ use crate::data::synthetic::SyntheticData;
 use crate::data::tabular::{BreastCancerData, CsvData};
 use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, ResnetModel};
 use crate::strategy::{
-    Apfl, Cfl, Ditto, FedAdagrad, FedAdam, FedAsync, FedAvg, FedAvgFt, FedAvgM, FedBn, FedBuff,
-    FedDyn, FedNova, FedPer, FedProx, FedRep, FedYogi, Ifca, Krum, LgFedAvg, Median, Moon, Oort,
-    PFedMe, PerFedAvg, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
+    Apfl, Cfl, Ditto, FedAdagrad, FedAdam, FedAla, FedAsync, FedAvg, FedAvgFt, FedAvgM, FedBn,
+    FedBuff, FedDyn, FedNova, FedPer, FedProx, FedRep, FedYogi, Ifca, Krum, LgFedAvg, Median, Moon,
+    Oort, PFedMe, PerFedAvg, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
 };
 
 /// Registers the built-in algorithms, models, data sets and partition schemes, in the order
@@ -51,7 +51,8 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(FedRep)?
         .algorithm(Apfl)?
         .algorithm(PFedMe)?
-        .algorithm(PerFedAvg)?;
+        .algorithm(PerFedAvg)?
+        .algorithm(FedAla)?;
     registry
         .model(MlpModel)?
         .model(LogisticModel)?

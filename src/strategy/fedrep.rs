@@ -5,7 +5,7 @@
 //! head, so the representation learns from heads already fitted to each client's labels.
 //!
 //! The split of a client's local work follows the authors' code: of its steps (`client.epochs`
-//! or `client.steps`), the last `body_epochs` epochs' worth train the body and the steps before
+//! epochs, or those `client.work` gives), the last `body_epochs` epochs' worth train the body and the steps before
 //! them train the head; the paper's experiments use 10 epochs, the last one for the body
 //! (`client.epochs` 10, `body_epochs` 1). Where that would leave the body more than half of the
 //! steps (a local work of one epoch), it takes the second half (rounded up) and the head the
