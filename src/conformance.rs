@@ -22,7 +22,8 @@
 //! - one worker and two give the same records and model (a personalised algorithm's personal
 //!   models' scores among them);
 //! - a run stopped after a round and resumed from its folder ends with the bits of one that
-//!   never stopped (its server's and clients' states went through the checkpoint);
+//!   never stopped (its server's and clients' states went through the checkpoint), also with
+//!   a budget for the clients' states so small that they are spilled to the run folder;
 //! - under a day-night availability, every client a round takes or probes was online when
 //!   the round started, and a rerun chooses the same;
 //! - a client that fails ends the run, naming the client and the round, under relaying and
@@ -153,8 +154,9 @@ pub fn check_with(
             Some(aggregate(1))
         }
     };
-    checks.run("a stopped run resumes to the same bits", || {
-        kit.resumes(&flat)
+    checks.run(RESUMES, || kit.resumes(RESUMES, &flat, &[]));
+    checks.run(RESUMES_SPILLED, || {
+        kit.resumes(RESUMES_SPILLED, &flat, &[SPILLING])
     });
     checks.run(AVAILABLE, || kit.respects_availability());
     let sampled = &flat.rounds[FAILING_ROUND as usize - 1].clients;
@@ -236,6 +238,15 @@ pub fn reduction(
     };
     kit.reduction(index)
 }
+
+/// The checks that a stopped run resumes, with its clients' states in memory and spilled.
+const RESUMES: &str = "a stopped run resumes to the same bits";
+const RESUMES_SPILLED: &str =
+    "a stopped run whose clients' states are spilled resumes to the same bits";
+
+/// A budget for the clients' states of 2 KiB: one state of a whole model of the kit's (a
+/// little over 1 KiB) fits, and the others go to the run folder.
+const SPILLING: &str = "federation.client_state_memory_mb=0.002";
 
 /// The check that a selection respects availability and is reproducible.
 const AVAILABLE: &str = "a selection takes only online clients, the same on a rerun";
@@ -435,13 +446,17 @@ impl Kit<'_> {
         }
     }
 
-    /// Checks that a run stopped after its first round and resumed gives `straight`'s bits.
-    /// The stop is asked for as the first round's record arrives, while the server goes on;
-    /// a run fast enough to finish first is tried again.
-    fn resumes(&self, straight: &RunResult) -> Result<(), Nonconformance> {
-        let check = "a stopped run resumes to the same bits";
+    /// Checks that a run with `sets` stopped after its first round and resumed gives
+    /// `straight`'s bits. The stop is asked for as the first round's record arrives, while the
+    /// server goes on; a run fast enough to finish first is tried again.
+    fn resumes(
+        &self,
+        check: &'static str,
+        straight: &RunResult,
+        sets: &[&str],
+    ) -> Result<(), Nonconformance> {
         for attempt in 0..5 {
-            let name = format!("stopped-{attempt}");
+            let name = format!("stopped-{}{attempt}", sets.len());
             let stop = StopSignal::new();
             let asked = stop.clone();
             let progress = Progress::Each(Box::new(move |record: &RoundRecord| {
@@ -449,7 +464,7 @@ impl Kit<'_> {
                     asked.request();
                 }
             }));
-            match self.start(&name, &[], &progress, &stop) {
+            match self.start(&name, sets, &progress, &stop) {
                 Ok(_) => continue,
                 Err(Error::Stopped { .. }) => {}
                 Err(error) => return Err(self.breach(check, format!("the stopped run: {error}"))),
@@ -529,8 +544,9 @@ impl Kit<'_> {
             "an asynchronous federation runs flat or under relaying schedulers",
         )?;
         passed.push("asynchronous: aggregating schedulers refused");
-        self.resumes(&flat)?;
-        passed.push("a stopped asynchronous run resumes to the same bits");
+        let check = "a stopped asynchronous run resumes to the same bits";
+        self.resumes(check, &flat, &[])?;
+        passed.push(check);
         // Every first dispatch fails, so the first answer on the clock is a failure.
         let check = "a failing client ends an asynchronous run";
         let first_dispatches: Vec<u32> = (1..=10).collect();

@@ -211,7 +211,7 @@ impl ApflClient {
 }
 
 /// `α v + (1 - α) w`, value by value.
-pub(crate) fn mixed_values(v: &[f32], w: &[f32], alpha: f32) -> Vec<f32> {
+fn mixed_values(v: &[f32], w: &[f32], alpha: f32) -> Vec<f32> {
     v.iter()
         .zip(w)
         .map(|(v, w)| alpha * v + (1.0 - alpha) * w)

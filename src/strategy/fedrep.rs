@@ -153,7 +153,7 @@ impl ClientAlgorithm for FedRepClient {
 
 /// Whether each parameter of `net` (in flat-vector order) is one of the client's own under
 /// `sharing`; none is where every value is shared.
-pub(crate) fn personal_params(net: &Net, sharing: Option<&Sharing>) -> Vec<bool> {
+fn personal_params(net: &Net, sharing: Option<&Sharing>) -> Vec<bool> {
     let mut personal = Vec::new();
     let mut offset = 0;
     net.walk(&mut |site| {
