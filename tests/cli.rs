@@ -169,6 +169,21 @@ fn each_validation_rule_names_its_field() {
             "client.work.min_epochs",
         ),
         (
+            "/client/work",
+            serde_json::json!({"kind": "steps", "steps": 0}),
+            "client.work.steps",
+        ),
+        (
+            "/strategy",
+            serde_json::json!({"name": "ditto", "lambda": "large"}),
+            "strategy.lambda",
+        ),
+        (
+            "/strategy",
+            serde_json::json!({"name": "apfl", "alpha": 1.5}),
+            "strategy.alpha",
+        ),
+        (
             "/byzantine",
             serde_json::json!({"clients": [100], "attack": {"kind": "label_flip"}}),
             "byzantine.clients",
