@@ -20,6 +20,9 @@ mod standard;
 /// burn, at the version and with the features fedsim is built with, for a client half that
 /// computes on tensors: a plug-in that names `fedsim::plugin::burn` cannot pull in another.
 pub use burn;
+/// The gradients of a loss by parameter, as a step takes them: what a client half's own loop
+/// passes from `Net::gradients` to `LocalTraining::step`.
+pub use burn::optim::GradientsParams;
 pub use objective::Objective;
 pub use session::{Batch, LocalTraining, TrainedNet};
 pub use standard::train_on_objective;

@@ -21,7 +21,6 @@
 
 use std::sync::Arc;
 
-use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +29,7 @@ use super::{
     Strategy,
 };
 use crate::config::check::Problems;
-use crate::local::{Batch, LocalTraining, TrainError, TrainedNet};
+use crate::local::{Batch, GradientsParams, LocalTraining, TrainError, TrainedNet};
 use crate::model::Net;
 use crate::network::Tensors;
 
