@@ -239,8 +239,9 @@ pub fn reduction(
     kit.reduction(index)
 }
 
-/// The checks that a stopped run resumes, with its clients' states in memory and spilled.
+/// The check that a stopped run resumes.
 const RESUMES: &str = "a stopped run resumes to the same bits";
+/// The check that a stopped run resumes with its clients' states spilled to the run folder.
 const RESUMES_SPILLED: &str =
     "a stopped run whose clients' states are spilled resumes to the same bits";
 

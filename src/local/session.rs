@@ -33,8 +33,8 @@ pub struct TrainedNet {
     pub mean_loss: f64,
     /// Steps taken (batches handed out).
     pub steps: u32,
-    /// Tensors a client half's own loop keeps for its `finish` besides the network (APFL's
-    /// personal model, trained beside it); none by default.
+    /// Tensors a client half's own loop keeps for its `finish` besides the network (APFL's and
+    /// pFedMe's personal models, FedALA's aggregation weights); none by default.
     pub kept: Tensors,
 }
 
@@ -214,8 +214,9 @@ impl<'a> LocalTraining<'a> {
     }
 
     /// Another network of the model's architecture on this session's device, loaded with
-    /// `params`: a model the client reads but does not train (MOON's global and previous
-    /// models). Detach what it computes, or its graph joins the loss's.
+    /// `params`: a model the client reads (MOON's global and previous models; detach what it
+    /// computes, or its graph joins the loss's) or trains beside the session's own (APFL's and
+    /// pFedMe's personal models).
     pub fn network(&self, params: &[f32]) -> Net {
         (self.parts.build)(params)
     }

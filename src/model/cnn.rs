@@ -1,7 +1,8 @@
 //! The convolutional network of McMahan et al. (2017): conv 5x5 (32, padding 2), ReLU,
 //! max-pool 2, conv 5x5 (64, padding 2), ReLU, max-pool 2, dense 3136-512, ReLU, dense 512-10;
 //! and its BatchNorm variant (`"batch_norm": true`), with BatchNorm after each convolution
-//! (before its ReLU), as FedBN's networks (Li et al. 2021) normalise their convolutions.
+//! (before its ReLU), as FedBN's networks (Li et al. 2021) normalise their convolutions (theirs
+//! normalise the hidden dense layers too; this one keeps the FedAvg paper's dense layers).
 //!
 //! BatchNorm normalises each channel with its batch's mean and variance in training and with
 //! running estimates of them in evaluation; the running mean and variance are in the flat

@@ -175,13 +175,16 @@ impl Net {
     /// A copy whose parameters have the same ids as this network's: map its values
     /// ([`Net::map_values`]) to get a model derived from this one within a step, whose
     /// gradients then step this network (Per-FedAvg's gradient at the model after an inner
-    /// step, APFL's at the mixed model).
+    /// step, APFL's at the mixed model). A BatchNorm layer's running statistics are shared
+    /// with this network's (burn's `RunningState` is shared between clones): a training-mode
+    /// pass of the copy updates this network's statistics too.
     pub fn duplicate(&self) -> Self {
         Net(self.0.duplicate())
     }
 
     /// Each float parameter's values on the inner (non-autodiff) backend, flattened, in
-    /// flat-vector order.
+    /// flat-vector order (BatchNorm's running statistics as last settled: the last training
+    /// step's update may not be in them yet).
     pub fn values(&self) -> Vec<Tensor<1>> {
         let mut values = Vec::new();
         self.walk(&mut |site| values.push(site.value().inner()));

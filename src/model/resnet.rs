@@ -98,7 +98,10 @@ impl Architecture for ResnetModel {
     fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("depth", "layers: 8, 14, 20, 32, 44, 56 or 110"),
-            ("groups", "GroupNorm's groups per layer; divides 16"),
+            (
+                "groups",
+                "GroupNorm's groups per layer; divides 16 (not read with \"norm\": \"batch\")",
+            ),
             (
                 "norm",
                 "\"group\" (GroupNorm, the default) or \"batch\" (BatchNorm, running statistics in the flat vector)",
@@ -125,14 +128,21 @@ impl Architecture for ResnetModel {
 }
 
 /// Adds a problem for a depth or a number of groups that makes no network.
-fn check_params(&ResnetParams { depth, groups, .. }: &ResnetParams, problems: &mut Problems) {
+fn check_params(
+    &ResnetParams {
+        depth,
+        groups,
+        norm,
+    }: &ResnetParams,
+    problems: &mut Problems,
+) {
     if depth < 8 || !(depth - 2).is_multiple_of(6) {
         problems.add(
             "depth",
             format!("is {depth}; the CIFAR ResNets have 6n + 2 layers: 8, 14, 20, 32, 44, 56, 110"),
         );
     }
-    if groups == 0 || !STAGE_CHANNELS[0].is_multiple_of(groups) {
+    if norm == Normalisation::Group && (groups == 0 || !STAGE_CHANNELS[0].is_multiple_of(groups)) {
         problems.add(
             "groups",
             format!(

@@ -138,12 +138,12 @@ impl ClientAlgorithm for ApflClient {
         let (mut optimizer, mut personal_optimizer) = (local.optimizer(), local.optimizer());
         let mut net = net;
         while let Some(batch) = local.next_batch()? {
-            let before = net.values();
+            let before = personal.is_some().then(|| net.values());
             let loss = local.cross_entropy(net.forward(batch.input.clone()), batch.labels.clone());
             local.record_loss(&loss)?;
             let grads = net.gradients(loss);
             net = local.step(net, &mut optimizer, grads);
-            let Some(v) = personal.take() else {
+            let (Some(v), Some(before)) = (personal.take(), before) else {
                 continue;
             };
             let mixed = mix(&v, &before, alpha);
@@ -172,12 +172,15 @@ impl ClientAlgorithm for ApflClient {
         state: &mut Option<Tensors>,
         trained: &Trained<'_>,
     ) -> Tensors {
-        let (personal, _) = self.personal(view, state.as_ref());
-        let mut next = trained.kept.clone();
-        if next.get(PERSONAL_MODEL).is_none() {
-            next.insert(PERSONAL_MODEL, personal.to_vec());
+        // At α 0 and not adaptive nothing of the personal model moves: nothing to keep.
+        if self.alpha != 0.0 || self.adaptive {
+            let (personal, _) = self.personal(view, state.as_ref());
+            let mut next = trained.kept.clone();
+            if next.get(PERSONAL_MODEL).is_none() {
+                next.insert(PERSONAL_MODEL, personal.to_vec());
+            }
+            *state = Some(next);
         }
-        *state = Some(next);
         Tensors::new()
     }
 

@@ -277,11 +277,20 @@ fn top_params(net: &Net, layers: usize) -> Vec<bool> {
         let path: Vec<&str> = site.path.iter().map(|(name, _)| name.as_str()).collect();
         layer_of.push(path[..path.len().saturating_sub(1)].join("."));
     });
-    let mut distinct = layer_of.clone();
-    distinct.dedup();
-    let first_top = distinct.len().saturating_sub(layers);
-    let top_layers = &distinct[first_top..];
-    layer_of.iter().map(|l| top_layers.contains(l)).collect()
+    // The first parameter of the top layers: walking back, the start of the `layers`-th run
+    // of one layer's parameters.
+    let mut first_top = layer_of.len();
+    let mut seen = 0;
+    while seen < layers && first_top > 0 {
+        let layer = &layer_of[first_top - 1];
+        while first_top > 0 && &layer_of[first_top - 1] == layer {
+            first_top -= 1;
+        }
+        seen += 1;
+    }
+    (0..layer_of.len())
+        .map(|index| index >= first_top)
+        .collect()
 }
 
 /// The weights of the top parameters, from the client's flat `kept` weights or all ones.

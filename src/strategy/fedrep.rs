@@ -45,7 +45,7 @@ impl Algorithm for FedRep {
         &[
             (
                 "personal",
-                "the layers each client keeps (its head): layer names of the model, \"head\" (the last) or \"body\" (the others)",
+                "the layers each client keeps (its head): layer names of the model, \"head\" (the last), \"body\" (the others) or \"norm\" (the normalisation layers)",
             ),
             (
                 "body_epochs",

@@ -664,7 +664,7 @@ pub struct Trained<'a> {
     /// algorithm asks for it.
     pub loss_at_global: Option<f64>,
     /// What a client half's own loop kept for [`ClientAlgorithm::finish`] besides the trained
-    /// model ([`TrainedNet::keeping`]: APFL's personal model).
+    /// model ([`TrainedNet::keeping`]: APFL's and pFedMe's personal models, FedALA's weights).
     pub kept: &'a Tensors,
 }
 

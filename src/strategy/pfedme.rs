@@ -13,6 +13,8 @@
 //! over from batch to batch. The server moves the global model part of the way to the clients'
 //! sample-weighted mean: `w ← (1 - β) w + β mean` (`β` 1: the mean). A client is scored with
 //! the `θ` of the last round it trained in (the model sent before that), kept in its state.
+//! Both steps are plain gradient steps, as in the paper: `client.momentum`, `client.weight_decay`
+//! and `client.optimizer` do not apply to them.
 
 use std::sync::Arc;
 
