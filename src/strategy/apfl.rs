@@ -20,16 +20,14 @@ use burn::tensor::Tensor;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, FineTuning, Reduction,
-    Setting, Strategy, Trained,
+    Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, FineTuning,
+    PERSONAL_MODEL, Reduction, Setting, Strategy, Trained, kept_personal_model,
 };
 use crate::config::check::Problems;
 use crate::local::{LocalTraining, TrainError, TrainedNet};
 use crate::model::{Net, flat};
 use crate::network::Tensors;
 
-/// The name of a client's personal model in its state.
-const PERSONAL_MODEL: &str = "personal_model";
 /// The name of a client's mixing weight in its state.
 const MIXING_WEIGHT: &str = "alpha";
 
@@ -203,9 +201,7 @@ impl ApflClient {
     /// A client's personal model and `α` from its state; before its first round, the model
     /// sent and the configured `α`.
     fn personal<'a>(&self, view: &ClientView<'a>, state: Option<&'a Tensors>) -> (&'a [f32], f32) {
-        let personal = state
-            .and_then(|s| s.get(PERSONAL_MODEL))
-            .unwrap_or(view.global);
+        let personal = kept_personal_model(view, state);
         let alpha = state
             .and_then(|s| s.get(MIXING_WEIGHT))
             .map_or(self.alpha, |a| a[0]);

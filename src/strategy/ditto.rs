@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Algorithm, ClientAlgorithm, ClientView, EdgeAggregation, FedAvgServer, FineTuning, Objective,
-    Pass, Reduction, Setting, Strategy, Trained,
+    PERSONAL_MODEL, Pass, Reduction, Setting, Strategy, Trained, kept_personal_model,
 };
 use crate::config::check::Problems;
 use crate::local::TrainError;
@@ -160,9 +160,6 @@ impl serde::de::Visitor<'_> for LambdaVisitor {
     }
 }
 
-/// The name of a client's personal model in its state.
-const PERSONAL_MODEL: &str = "personal_model";
-
 /// Ditto's client half: FedAvg's training, then its personal model's steps.
 #[derive(Debug, Clone, Copy)]
 pub struct DittoClient {
@@ -182,10 +179,7 @@ impl ClientAlgorithm for DittoClient {
         let Some(lambda) = self.lambda else {
             return Ok(());
         };
-        let personal = state
-            .as_ref()
-            .and_then(|s| s.get(PERSONAL_MODEL))
-            .unwrap_or(view.global);
+        let personal = kept_personal_model(view, state.as_ref());
         let pass = Pass::new(trained.steps, view.global).with_objective(Objective {
             proximal: Some(lambda),
             ..Objective::default()
@@ -207,8 +201,7 @@ impl ClientAlgorithm for DittoClient {
         state: Option<&Tensors>,
         _tuning: &mut dyn FineTuning,
     ) -> Result<Vec<f32>, TrainError> {
-        let personal = state.and_then(|s| s.get(PERSONAL_MODEL));
-        Ok(personal.unwrap_or(view.global).to_vec())
+        Ok(kept_personal_model(view, state).to_vec())
     }
 }
 

@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -222,7 +222,7 @@ impl FedAlaClient {
         let global = net.values();
         let own = local.network(own).values();
         let first = weights.is_none();
-        let mut weights = initial_weights(&global, &top, weights, local);
+        let mut weights = initial_weights(&global, &top, weights, &local.device().clone().inner());
         let batches = local.sample_batches(self.params.sample_fraction);
         let eta = self.params.eta as f32;
         let mut losses = Vec::new();
@@ -298,9 +298,8 @@ fn initial_weights(
     global: &[Tensor<1>],
     top: &[bool],
     kept: Option<&[f32]>,
-    local: &LocalTraining<'_>,
+    device: &Device,
 ) -> Vec<Option<Tensor<1>>> {
-    let device = local.device().clone().inner();
     let mut offset = 0;
     global
         .iter()
@@ -311,7 +310,7 @@ fn initial_weights(
                     let len = values.dims()[0];
                     let part = kept[offset..offset + len].to_vec();
                     offset += len;
-                    Tensor::from_data(TensorData::new(part, [len]), &device)
+                    Tensor::from_data(TensorData::new(part, [len]), device)
                 }
                 None => values.ones_like(),
             })

@@ -805,6 +805,21 @@ impl<'a> Pass<'a> {
     }
 }
 
+/// The name under which a client half keeps a whole personal model in the client's state
+/// (Ditto's, APFL's `v`, pFedMe's `θ`).
+pub(crate) const PERSONAL_MODEL: &str = "personal_model";
+
+/// The personal model a client keeps in `state`, or, before it has one, the model it was sent
+/// (`view.global`): where each personal model starts, and what a client without one uses.
+pub(crate) fn kept_personal_model<'a>(
+    view: &ClientView<'a>,
+    state: Option<&'a Tensors>,
+) -> &'a [f32] {
+    state
+        .and_then(|s| s.get(PERSONAL_MODEL))
+        .unwrap_or(view.global)
+}
+
 /// A client that trains on the loss alone and keeps nothing: FedAvg's, and that of every
 /// algorithm that differs only on the server.
 #[derive(Debug, Clone, Copy, Default)]

@@ -152,8 +152,9 @@ impl ClientAlgorithm for PerFedAvgClient {
                 };
                 let g = adapted.gradient_values(&grads);
                 let d = hessian_times(&net, &g, probe, &local, delta);
-                net.correct_gradients(&mut grads, &mut |index, grad, _| {
-                    grad - d[index].clone().mul_scalar(alpha)
+                net.correct_gradients(&mut grads, &mut |index, grad, _| match &d[index] {
+                    Some(d) => grad - d.clone().mul_scalar(alpha),
+                    None => grad,
                 });
             }
             net = net.step(&mut optimizer, self.beta, grads);
@@ -198,14 +199,14 @@ fn stepped(net: &Net, direction: &[Option<Tensor<1>>], scale: f32) -> Net {
 }
 
 /// `(∇f(w + δg) - ∇f(w - δg)) / 2δ` on `batch`: the Hessian of the loss at `w` (`net`) times
-/// `g`, by central differences; zero for a parameter without a gradient.
+/// `g`, by central differences; `None` for a parameter without a gradient.
 fn hessian_times(
     net: &Net,
     g: &[Option<Tensor<1>>],
     batch: Batch,
     local: &LocalTraining<'_>,
     delta: f32,
-) -> Vec<Tensor<1>> {
+) -> Vec<Option<Tensor<1>>> {
     let gradient_at = |scale: f32| {
         let moved = stepped(net, g, scale);
         let loss = local.cross_entropy(moved.forward(batch.input.clone()), batch.labels.clone());
@@ -214,11 +215,7 @@ fn hessian_times(
     let (plus, minus) = (gradient_at(-delta), gradient_at(delta));
     plus.into_iter()
         .zip(minus)
-        .zip(net.values())
-        .map(|((plus, minus), value)| match (plus, minus) {
-            (Some(plus), Some(minus)) => (plus - minus).div_scalar(2.0 * delta),
-            _ => value.zeros_like(),
-        })
+        .map(|(plus, minus)| Some((plus? - minus?).div_scalar(2.0 * delta)))
         .collect()
 }
 

@@ -22,15 +22,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Aggregate, Algorithm, ClientAlgorithm, ClientView, Collected, EdgeAggregation, FineTuning,
-    Reads, Round, Setting, Strategy, Sum, Trained, Weighting,
+    PERSONAL_MODEL, Reads, Round, Setting, Strategy, Sum, Trained, Weighting, kept_personal_model,
 };
 use crate::config::check::Problems;
 use crate::local::{LocalTraining, TrainError, TrainedNet};
 use crate::model::{Net, flat};
 use crate::network::Tensors;
-
-/// The name of a client's personal model in its state.
-const PERSONAL_MODEL: &str = "personal_model";
 
 /// pFedMe: [`PFedMeServer`]'s partial steps and [`PFedMeClient`]'s personal models.
 #[derive(Debug, Clone, Copy, Default)]
@@ -216,8 +213,7 @@ impl ClientAlgorithm for PFedMeClient {
         state: Option<&Tensors>,
         _tuning: &mut dyn FineTuning,
     ) -> Result<Vec<f32>, TrainError> {
-        let personal = state.and_then(|s| s.get(PERSONAL_MODEL));
-        Ok(personal.unwrap_or(view.global).to_vec())
+        Ok(kept_personal_model(view, state).to_vec())
     }
 }
 
