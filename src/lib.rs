@@ -84,6 +84,7 @@ pub mod model;
 pub mod network;
 pub mod output;
 pub mod plugin;
+pub mod privacy;
 pub mod registry;
 pub mod seed;
 pub mod stop;

@@ -51,6 +51,9 @@ pub enum Command {
     /// Data sets that do not ship inside fedsim.
     #[command(subcommand)]
     Data(DataCommand),
+    /// What the subsampled Gaussian mechanism spends: the epsilon of a noise multiplier, or
+    /// the noise multiplier of a target epsilon, over steps at a sampling rate and delta.
+    Privacy(PrivacyArgs),
     /// Write the reference pages the code defines (this command line, and the catalogues of
     /// strategies, models, data sets and partition schemes with every registered component)
     /// as Markdown files, for the book.
@@ -89,6 +92,67 @@ pub struct FetchArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// `fedsim privacy`'s arguments: one of `--noise-multiplier` (print its epsilon) and
+/// `--target-epsilon` (print the least noise multiplier that spends no more).
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("question").required(true).args(["noise_multiplier", "target_epsilon"])))]
+pub struct PrivacyArgs {
+    /// The noise's standard deviation over the sensitivity: print the epsilon it spends.
+    #[arg(long, value_name = "Z", value_parser = positive)]
+    pub noise_multiplier: Option<f64>,
+    /// The epsilon to spend: print the least noise multiplier that spends no more.
+    #[arg(long, value_name = "EPSILON", value_parser = positive)]
+    pub target_epsilon: Option<f64>,
+    /// The probability that a member is in a step's sample (Poisson), or the sample's share
+    /// of the population (fixed size).
+    #[arg(long, value_name = "Q", value_parser = parse_rate)]
+    pub sampling_rate: f64,
+    /// Steps of the mechanism (rounds of a federation).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: u64,
+    /// Delta of the (epsilon, delta) guarantee.
+    #[arg(long, value_parser = parse_delta)]
+    pub delta: f64,
+    /// How each step samples: `poisson` (each member independently; add or remove one) or
+    /// `fixed` (a fixed-size sample without replacement; replace one).
+    #[arg(long, default_value = "poisson", value_parser = ["poisson", "fixed"])]
+    pub sampling: String,
+    /// How RDP becomes (epsilon, delta): `balle2020` (Balle et al. 2020) or `classic`
+    /// (Mironov 2017, looser).
+    #[arg(long, default_value = "balle2020", value_parser = ["balle2020", "classic"])]
+    pub conversion: String,
+    /// How fractional orders sum their series: `absolute` (an upper bound, as Google's
+    /// dp_accounting) or `signed` (exact, as Opacus).
+    #[arg(long, default_value = "absolute", value_parser = ["absolute", "signed"])]
+    pub series: String,
+}
+
+/// A number above 0.
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value > 0.0 && value.is_finite() => Ok(value),
+        _ => Err(format!("expected a number above 0; got {text:?}")),
+    }
+}
+
+/// A sampling rate: a fraction in (0, 1].
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate > 0.0 && rate <= 1.0 => Ok(rate),
+        _ => Err(format!("expected a sampling rate in (0, 1]; got {text:?}")),
+    }
+}
+
+/// A delta: a probability in (0, 1).
+fn parse_delta(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(delta) if delta > 0.0 && delta < 1.0 => Ok(delta),
+        _ => Err(format!(
+            "expected a delta in (0, 1), e.g. 1e-5; got {text:?}"
+        )),
+    }
 }
 
 /// `fedsim report`'s arguments.

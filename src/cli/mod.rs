@@ -18,6 +18,7 @@
 mod args;
 #[cfg(feature = "mpi")]
 mod over_mpi;
+mod privacy;
 pub mod reference;
 mod run;
 mod sweep;
@@ -30,7 +31,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use clap::Parser;
 
 pub use args::{
-    Cli, Command, DataCommand, ExperimentArgs, FetchArgs, ReportArgs, RunArgs, SweepArgs,
+    Cli, Command, DataCommand, ExperimentArgs, FetchArgs, PrivacyArgs, ReportArgs, RunArgs,
+    SweepArgs,
 };
 
 use crate::backend::BackendKind;
@@ -94,6 +96,10 @@ pub fn main(registry: Registry) -> ExitCode {
             Ok(())
         }
         Command::Data(DataCommand::Fetch(args)) => fetch(&args),
+        Command::Privacy(args) => {
+            println!("{}", privacy::answer(&args));
+            Ok(())
+        }
         Command::Reference { out } => reference::write_pages(&registry, &out)
             .map(|()| {
                 say(format_args!(
