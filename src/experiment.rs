@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::availability::Availability;
 use crate::checkpoint::{CHECKPOINT, InFlightState, RunState};
-use crate::config::ExperimentConfig;
 use crate::config::Placement;
+use crate::config::{ClipConfig, ExperimentConfig, NoiseSite};
 use crate::connect::InProcess;
 use crate::data::partition::{Partition, PartitionError, PartitionStats};
 use crate::data::{ClientSplit, DataFile, Dataset, SplitInput, TrainTest};
@@ -21,14 +21,17 @@ use crate::output::atomic::WriteError;
 use crate::output::claim::{self, Claim, FolderKind, Found};
 use crate::output::manifest::{PluginUse, Resume};
 use crate::output::run_folder::{FolderError, Saved, claim_to_continue};
-use crate::output::{Environment, Manifest, Progress, RoundRecord, RunFolder, Summary};
+use crate::output::{
+    Environment, Manifest, PrivacySpent, Progress, RoundRecord, RunFolder, Summary,
+};
+use crate::privacy::mechanism::{ClientClipping, ClipGroups};
 use crate::registry::{
     self, AlgorithmChoice, DataChoice, ModelChoice, Origin, PartitionChoice, Registry,
 };
 use crate::seed::{Purpose, stream};
 use crate::states::{ClientStates, StatesSnapshot};
 use crate::stop::StopSignal;
-use crate::strategy::{FreshModels, Selector, ServerHalf, Setting};
+use crate::strategy::{FreshModels, PrivateServer, Selector, ServerHalf, Setting};
 use crate::topology::{
     self, ClientConditions, EvaluationPlan, FederationError, GroupSetup, Plan, ServerMode,
     ServerSetup, Spread, Start,
@@ -372,10 +375,48 @@ impl Experiment {
         Setting::of(&self.config).with_fresh_models(self)
     }
 
-    /// The experiment's algorithm on the server, as it starts.
+    /// What a private run's clients do to their trained models before they send them.
+    fn client_clipping(&self) -> Option<ClientClipping> {
+        let privacy = self.config.privacy.as_ref()?;
+        let sharing = self.personal.as_ref().map(|split| &split.sharing);
+        let mut offset = 0;
+        let layers = self.layout.params.iter().map(|param| {
+            let shared = sharing.is_none_or(|s| !s.is_personal(offset));
+            offset += param.len();
+            (param.len(), shared)
+        });
+        Some(ClientClipping {
+            seed: self.config.seed,
+            groups: ClipGroups::of_layers(layers, privacy.per_layer),
+            fixed_clip: match privacy.clip {
+                ClipConfig::Fixed { norm } => Some(norm),
+                ClipConfig::Adaptive { .. } => None,
+            },
+            local_noise: (privacy.noise == NoiseSite::Local).then_some(privacy.noise_multiplier),
+        })
+    }
+
+    /// The experiment's algorithm on the server, as it starts: made private where the
+    /// experiment asks (its validation refused an algorithm that cannot be).
     fn server_side(&self) -> ServerSide {
         let setting = self.setting();
         let mut half = self.algorithm.server_half(&setting, self.layout().len());
+        if let Some(privacy) = &self.config.privacy
+            && let ServerHalf::Rounds(strategy) = half
+        {
+            let federation = &self.config.federation;
+            let private = PrivateServer::new(
+                strategy,
+                privacy,
+                self.config.seed,
+                federation.num_clients,
+                federation
+                    .clients_per_round
+                    .unwrap_or(federation.num_clients),
+            )
+            .expect("validation refuses an algorithm that cannot run privately");
+            half = ServerHalf::Rounds(Box::new(private));
+        }
         let selector = half
             .selector()
             .unwrap_or_else(|| self.algorithm.selector(&setting));
@@ -477,6 +518,17 @@ impl Experiment {
         summary.client_states =
             (usage.spill_writes > 0 || usage.spilled_bytes > 0).then_some(usage);
         summary.attackers = self.attackers();
+        summary.privacy = self.config.privacy.as_ref().map(|privacy| {
+            let federation = &self.config.federation;
+            let per_round = federation
+                .clients_per_round
+                .unwrap_or(federation.num_clients);
+            let accounting = privacy.accounting(federation.num_clients, per_round);
+            PrivacySpent {
+                epsilon: accounting.epsilon_after(summary.rounds.into()).epsilon,
+                delta: privacy.delta,
+            }
+        });
         folder.write_json("summary.json", &summary)?;
         Ok(RunResult {
             summary,
@@ -525,6 +577,7 @@ impl Experiment {
             faults: InjectedFaults::new(&config.faults),
             stop: stop.clone(),
             personal: self.personal.clone(),
+            privacy: self.client_clipping().map(Arc::new),
         };
         Trainer::new(setup, config.federation.num_parallels)
             .map_err(|e| Error::Threads(e.to_string()))
@@ -551,6 +604,13 @@ impl Experiment {
             (ServerHalf::Rounds(strategy), _) => ServerMode::Rounds {
                 strategy,
                 clients_per_round: config.federation.clients_per_round.unwrap_or_default(),
+                poisson_rate: config.privacy.as_ref().and_then(|privacy| {
+                    let federation = &config.federation;
+                    let per_round = federation
+                        .clients_per_round
+                        .unwrap_or(federation.num_clients);
+                    privacy.poisson_rate(federation.num_clients, per_round)
+                }),
                 deadline_s: config.availability.deadline_s,
             },
             (ServerHalf::Asynchronous(strategy), Some(asynchronous)) => ServerMode::Asynchronous {

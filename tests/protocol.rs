@@ -226,6 +226,7 @@ impl Case {
                 mode: ServerMode::Rounds {
                     strategy,
                     clients_per_round: self.clients_per_round,
+                    poisson_rate: None,
                     deadline_s: self.deadline_s,
                 },
                 selector: Box::new(Uniform),

@@ -82,6 +82,7 @@ pub fn trainer(
         faults: InjectedFaults::default(),
         stop: StopSignal::new(),
         personal: None,
+        privacy: None,
     };
     Trainer::new(setup, workers).expect("the pool starts")
 }
@@ -137,6 +138,7 @@ pub fn plan(
             mode: ServerMode::Rounds {
                 strategy: Box::new(FedAvgServer),
                 clients_per_round: per_round,
+                poisson_rate: None,
                 deadline_s: None,
             },
             selector: Box::new(Uniform),

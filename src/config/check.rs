@@ -78,6 +78,12 @@ impl Problems {
         self.found.extend(found);
     }
 
+    /// How many problems were found so far: a check that compares it before and after its
+    /// rules knows whether they held.
+    pub fn count(&self) -> usize {
+        self.found.len()
+    }
+
     /// Whether nothing was found.
     pub fn is_empty(&self) -> bool {
         self.found.is_empty()

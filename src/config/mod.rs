@@ -22,6 +22,7 @@ mod optimizer;
 mod overrides;
 mod partition;
 mod placement;
+mod privacy;
 pub mod strict_json;
 mod topology;
 mod work;
@@ -37,6 +38,7 @@ pub use network::{ClientLinkOverride, ComputeConfig, NetworkConfig};
 pub use optimizer::OptimizerConfig;
 pub use partition::PartitionConfig;
 pub use placement::{Placement, PlacementConfig};
+pub use privacy::{ClientSampling, ClipConfig, NoiseSite, PrivacyConfig};
 pub use topology::{SchedulerMode, TopologyConfig};
 pub use work::{LocalWork, Work, WorkPlan};
 
@@ -101,6 +103,9 @@ pub struct ExperimentConfig {
     /// Byzantine clients and their attack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub byzantine: Option<ByzantineConfig>,
+    /// Client-level differential privacy: clipping, noise and the epsilon spent (DP-FedAvg).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub privacy: Option<PrivacyConfig>,
     /// Failures to inject into clients or schedulers, to exercise error handling.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultConfig>,
@@ -701,6 +706,9 @@ impl Validate for ExperimentConfig {
         });
         if let Some(byzantine) = &self.byzantine {
             problems.at("byzantine", |p| byzantine.validate(num_clients, p));
+        }
+        if let Some(privacy) = &self.privacy {
+            problems.at("privacy", |p| privacy.validate(&self.federation, p));
         }
         for (i, fault) in self.faults.iter().enumerate() {
             problems.at(&format!("faults[{i}]"), |p| fault.validate(self, p));

@@ -227,6 +227,15 @@ impl ClientAccuracy {
     }
 }
 
+/// The (epsilon, delta) guarantee a private run's rounds spent, from the RDP accountant.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PrivacySpent {
+    /// Epsilon after the last round.
+    pub epsilon: f64,
+    /// The delta it holds at.
+    pub delta: f64,
+}
+
 /// `summary.json`: the outcome of a finished run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -262,6 +271,9 @@ pub struct Summary {
     /// The Byzantine clients, in id order (see `byzantine` in the experiment file).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attackers: Vec<ClientId>,
+    /// What a private run spent over its rounds (see `privacy` in the experiment file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub privacy: Option<PrivacySpent>,
     /// Real time the rounds took, in seconds.
     pub wall_seconds: f64,
     /// The process's peak resident memory in bytes (its high-water mark, read when the
@@ -299,6 +311,7 @@ impl Summary {
             client_state_bytes: 0,
             client_states: None,
             attackers: Vec::new(),
+            privacy: None,
             wall_seconds: records.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0,
             peak_resident_bytes: peak_resident_bytes(),
         }

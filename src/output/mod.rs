@@ -10,7 +10,8 @@ pub mod run_folder;
 
 pub use manifest::{Environment, Manifest};
 pub use metrics::{
-    ClientAccuracy, Evaluation, ProbedLoss, RoundRecord, StalenessRecord, Summary, TierTraffic,
+    ClientAccuracy, Evaluation, PrivacySpent, ProbedLoss, RoundRecord, StalenessRecord, Summary,
+    TierTraffic,
 };
 pub use progress::{Progress, say};
 pub use run_folder::RunFolder;

@@ -158,6 +158,52 @@ impl RdpAccountant {
     }
 }
 
+/// What the same step repeated spends, step after step: a run's privacy budget, read at any
+/// round without composing the rounds before again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repeated {
+    one_step: RdpAccountant,
+    delta: f64,
+    conversion: Conversion,
+}
+
+impl Repeated {
+    /// Steps of `step`, read at `delta` by `conversion`.
+    pub fn new(step: &SubsampledGaussian, delta: f64, conversion: Conversion) -> Self {
+        let mut one_step = RdpAccountant::default();
+        one_step.compose(step, 1);
+        Self {
+            one_step,
+            delta,
+            conversion,
+        }
+    }
+
+    /// The epsilon spent after `steps` steps.
+    pub fn epsilon_after(&self, steps: u64) -> Spent {
+        let mut total = self.one_step.clone();
+        for rdp in &mut total.rdp {
+            *rdp *= steps as f64;
+        }
+        total.epsilon(self.delta, self.conversion)
+    }
+
+    /// The most steps, up to `limit`, that spend at most `target` (0 where even one spends
+    /// more): epsilon grows with the steps, so a binary search finds it.
+    pub fn steps_within(&self, target: f64, limit: u64) -> u64 {
+        let (mut within, mut beyond) = (0, limit + 1);
+        while beyond - within > 1 {
+            let middle = within + (beyond - within) / 2;
+            if self.epsilon_after(middle).epsilon <= target {
+                within = middle;
+            } else {
+                beyond = middle;
+            }
+        }
+        within
+    }
+}
+
 /// The epsilon at `delta` of `steps` steps of `step`.
 pub fn epsilon(step: &SubsampledGaussian, steps: u64, delta: f64, conversion: Conversion) -> Spent {
     let mut accountant = RdpAccountant::default();
@@ -309,6 +355,21 @@ mod tests {
         assert_eq!(twice.rdp(), at_once.rdp());
         let none = RdpAccountant::default();
         assert_eq!(none.epsilon(1e-5, Conversion::Balle2020).epsilon, 0.0);
+    }
+
+    #[test]
+    fn a_repeated_step_spends_what_its_composition_does() {
+        let step = poisson(1.1, 0.01, Series::Absolute);
+        let repeated = Repeated::new(&step, 1e-5, Conversion::Balle2020);
+        assert_eq!(
+            repeated.epsilon_after(700),
+            epsilon(&step, 700, 1e-5, Conversion::Balle2020)
+        );
+        let within = repeated.steps_within(2.0, 100_000);
+        assert!(repeated.epsilon_after(within).epsilon <= 2.0);
+        assert!(repeated.epsilon_after(within + 1).epsilon > 2.0);
+        assert_eq!(repeated.steps_within(1e-9, 10), 0);
+        assert_eq!(repeated.steps_within(1e9, 10), 10);
     }
 
     #[test]

@@ -9,10 +9,11 @@
 //! Pure numbers: nothing here knows of models, clients or runs.
 
 mod accountant;
+pub mod mechanism;
 pub mod rdp;
 
 pub use accountant::{
-    Conversion, RdpAccountant, Sampling, Spent, SubsampledGaussian, default_orders, epsilon,
-    noise_multiplier_for,
+    Conversion, RdpAccountant, Repeated, Sampling, Spent, SubsampledGaussian, default_orders,
+    epsilon, noise_multiplier_for,
 };
 pub use rdp::Series;

@@ -38,7 +38,7 @@ use crate::config::{
 };
 use crate::data::{DataContext, DataSource, Partitioner, SampleKind, SplitContext};
 use crate::model::Architecture;
-use crate::strategy::{Algorithm, EdgeAggregation, Setting};
+use crate::strategy::{Algorithm, EdgeAggregation, PrivateServer, Setting};
 use algorithm::AlgorithmEntry;
 use component::Listing;
 use data::DataEntry;
@@ -400,6 +400,7 @@ impl Catalogue for Registry {
                 config.strategy.params = choice.params().clone();
                 problems.extend(edge_problem(&choice, &config.topology));
                 problems.extend(self.asynchronous_problems(&choice, config));
+                problems.extend(privacy_problems(&choice, config));
                 let natural = data.as_ref().is_some_and(DataChoice::has_natural_clients)
                     && config.partition.scheme == "natural";
                 problems.extend(unscored_personal_models(&choice, config, natural));
@@ -528,6 +529,77 @@ pub(crate) fn unscored_personal_models(
             ),
         )
     })
+}
+
+/// Why `config` cannot run privately with `choice`, if it asks to: DP-FedAvg's noise covers
+/// the mean of the clients' clipped models, drawn uniformly each round of a federation whose
+/// clients are all online, and summed by the server itself.
+fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    if config.privacy.is_none() {
+        return problems;
+    }
+    let mut refuse = |field: &str, message: String| problems.push((field.to_string(), message));
+    let name = choice.name();
+    let setting = Setting::of(config);
+    match choice.edge_rule() {
+        EdgeAggregation::ROBUST => refuse(
+            "strategy.name",
+            format!(
+                "{name:?} is a robust rule: it reads every update whole, which differential                  privacy's noise on the sum of clipped changes does not cover; with privacy, use                  an algorithm that averages models (fedavg, fedavgm, fedadam, fedprox, …)"
+            ),
+        ),
+        EdgeAggregation::MODELS => {
+            if !PrivateServer::can_wrap(choice.server(&setting, 0).as_ref()) {
+                refuse(
+                    "strategy.name",
+                    format!(
+                        "{name:?} reads more than the mean of the clients' models, which is all                          that differential privacy's noise covers"
+                    ),
+                );
+            }
+        }
+        _ => refuse(
+            "strategy.name",
+            format!(
+                "{name:?} reads more of its clients than the mean of their models (each update,                  or tensors beside them), which differential privacy's noise does not cover; with                  privacy, use an algorithm that averages models (fedavg, fedavgm, fedadam,                  fedprox, …)"
+            ),
+        ),
+    }
+    if !choice.selector(&setting).samples_uniformly() {
+        refuse(
+            "strategy.name",
+            format!(
+                "{name:?} chooses its clients by what it has seen of them; the accountant's                  amplification by sampling needs each round's clients drawn uniformly"
+            ),
+        );
+    }
+    if config.asynchronous.is_some() {
+        refuse(
+            "asynchronous",
+            "is set; the accountant counts rounds, and an asynchronous federation has none:              leave privacy or asynchronous out"
+                .to_string(),
+        );
+    }
+    if let TopologyConfig::Hierarchical {
+        mode: SchedulerMode::Aggregate,
+        ..
+    } = config.topology
+    {
+        refuse(
+            "topology.mode",
+            "is \"aggregate\"; a private run's server sums the clients' clipped changes itself:              use \"relay\" or the flat topology"
+                .to_string(),
+        );
+    }
+    if !config.availability.online.is_always() {
+        refuse(
+            "availability.online",
+            "is not \"always\"; the accountant's sampling rate is clients_per_round /              num_clients, which holds only while every client is online"
+                .to_string(),
+        );
+    }
+    problems
 }
 
 /// Why the algorithm cannot run under aggregating schedulers as the topology asks, if it

@@ -50,6 +50,7 @@ mod oort;
 mod perfedavg;
 mod pfedme;
 mod power_of_choice;
+mod private;
 mod qffl;
 mod scaffold;
 pub mod selection;
@@ -90,6 +91,7 @@ pub use oort::{Oort, OortSelector};
 pub use perfedavg::{PerFedAvg, PerFedAvgClient};
 pub use pfedme::{PFedMe, PFedMeClient, PFedMeServer};
 pub use power_of_choice::{PowerOfChoice, PowerOfChoiceSelector};
+pub use private::PrivateServer;
 pub use qffl::{QFfl, QFflClient, QFflServer};
 pub use scaffold::{Scaffold, ScaffoldClient, ScaffoldServer};
 pub use selection::{Candidates, Selector, Uniform};
@@ -533,6 +535,13 @@ pub trait Strategy: Send {
     /// Takes back what [`Strategy::state`] gave, when a run resumes.
     fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         no_state(state)
+    }
+
+    /// Whether a round that brought no update is aggregated all the same (its sums then
+    /// empty): a private server half adds its noise whatever arrived, so that a round nobody
+    /// answered looks like any other. By default such a round keeps the global model.
+    fn aggregates_no_updates(&self) -> bool {
+        false
     }
 
     /// How the server chooses who trains, where this server half chooses itself, sharing its

@@ -105,6 +105,12 @@ pub trait Selector: Send {
     fn restore(&mut self, state: &Tensors) -> Result<(), StateError> {
         super::no_state(state)
     }
+
+    /// Whether every choice is uniform among the online clients, blind to what the server has
+    /// seen of them: what a private run's accountant assumes of its sampling (no by default).
+    fn samples_uniformly(&self) -> bool {
+        false
+    }
 }
 
 /// Every client online equally likely: `wanted` drawn without replacement. The default of
@@ -113,6 +119,10 @@ pub trait Selector: Send {
 pub struct Uniform;
 
 impl Selector for Uniform {
+    fn samples_uniformly(&self) -> bool {
+        true
+    }
+
     fn select(&mut self, candidates: &Candidates<'_>, rng: &mut ChaCha12Rng) -> Vec<ClientId> {
         let online = candidates.online;
         index::sample(rng, online.len(), candidates.wanted)

@@ -21,9 +21,14 @@ use crate::strategy::{
 };
 use crate::training::ModelEvaluator;
 
+use rand_distr::{Binomial, Distribution};
+
 use super::clock::Clock;
 use super::collector::{Foresight, Gathered, Heard, RoundCollector, RoundOutcome};
 use super::{FederationError, TrafficMeter};
+
+/// The size of a round under Poisson sampling.
+const POISSON_SAMPLING: Purpose = Purpose::new("poisson-sampling");
 
 /// How the server plays the run, with the server half that way of playing runs.
 pub enum ServerMode {
@@ -33,6 +38,9 @@ pub enum ServerMode {
         strategy: Box<dyn Strategy>,
         /// Clients sampled per round.
         clients_per_round: usize,
+        /// Where each online client is in a round independently with this probability
+        /// instead (a private run's Poisson sampling): the round's size is drawn first.
+        poisson_rate: Option<f64>,
         /// Simulated seconds a round may last, if limited.
         deadline_s: Option<f64>,
     },
@@ -305,14 +313,29 @@ impl Server {
         }
     }
 
-    /// Clients per round and the round's deadline, of a server in rounds.
-    fn round_shape(&self) -> (usize, Option<f64>) {
+    /// How many of `online` clients round `round` samples, and its deadline, of a server in
+    /// rounds: `clients_per_round`, or under Poisson sampling a binomial draw from the round's
+    /// own stream (a uniform sample of that size is a Poisson sample).
+    fn round_shape(&self, round: u32, online: usize) -> (usize, Option<f64>) {
         match self.setup.mode {
             ServerMode::Rounds {
                 clients_per_round,
+                poisson_rate,
                 deadline_s,
                 ..
-            } => (clients_per_round, deadline_s),
+            } => {
+                let wanted = match poisson_rate {
+                    Some(rate) => {
+                        let mut rng = stream(self.setup.seed, POISSON_SAMPLING, round, 0);
+                        let size = Binomial::new(online as u64, rate)
+                            .expect("validation keeps the rate in (0, 1]")
+                            .sample(&mut rng);
+                        usize::try_from(size).expect("at most the online clients")
+                    }
+                    None => clients_per_round.min(online),
+                };
+                (wanted, deadline_s)
+            }
             ServerMode::Asynchronous { .. } => unreachable!("only rounds have a shape"),
         }
     }
@@ -379,15 +402,16 @@ impl Server {
         let traffic_before = self.traffic.read();
         let round_start = self.now;
         let online = self.await_online(roster)?;
-        let (clients_per_round, deadline_s) = self.round_shape();
-        let (sampled, probed) = self.select(round, roster, &online, clients_per_round, &global)?;
+        let (wanted, deadline_s) = self.round_shape(round, online.len());
+        let (sampled, probed) = self.select(round, roster, &online, wanted, &global)?;
         let deadline = deadline_s.map(|d| self.now + d);
         self.send_downlinks(round, &sampled, roster, &global, deadline)?;
         let collected = self.collect(round, &sampled, roster, deadline, &global)?;
         self.now = collected.finished;
         self.remember(round, roster, &collected.heard);
         let train_loss = collected.updates.train_loss();
-        let (global, metrics, clusters): (Arc<[f32]>, _, _) = if collected.updates.is_empty() {
+        let skip = collected.updates.is_empty() && !self.rounds_strategy().aggregates_no_updates();
+        let (global, metrics, clusters): (Arc<[f32]>, _, _) = if skip {
             (global, Default::default(), Default::default())
         } else {
             let context = Round {
@@ -434,11 +458,10 @@ impl Server {
         round: u32,
         roster: &Roster,
         online: &[ClientId],
-        clients_per_round: usize,
+        wanted: usize,
         global: &Arc<[f32]>,
     ) -> Result<(Vec<ClientId>, Vec<ProbedLoss>), FederationError> {
         let online: Vec<ClientInfo> = online.iter().map(|&c| roster.info(c)).collect();
-        let wanted = clients_per_round.min(online.len());
         let mut rng = stream(self.setup.seed, Purpose::CLIENT_SAMPLING, round, 0);
         let history = &self.setup.history;
         let candidates = Candidates::new(round, &online, wanted, history, self.now);

@@ -26,6 +26,7 @@ use crate::local::session::SessionParts;
 use crate::local::{LocalData, LocalTraining, TrainError};
 use crate::model::{Net, flat};
 use crate::network::{ClientId, Tensors, Update};
+use crate::privacy::mechanism::ClientClipping;
 use crate::registry::ModelChoice;
 use crate::seed::{Purpose, stream};
 use crate::states::{ClientStates, SpillError};
@@ -59,6 +60,8 @@ pub struct TrainerSetup {
     pub stop: StopSignal,
     /// The model's personal layers, where the algorithm keeps some with each client.
     pub personal: Option<Arc<PersonalSplit>>,
+    /// What a private run's clients do to their trained models before they send them.
+    pub privacy: Option<Arc<ClientClipping>>,
 }
 
 /// A client's state that cannot be read or kept, as its training's error.
@@ -262,6 +265,13 @@ impl Shared {
             split.keep(&params, &mut state);
         }
         setup.states.put(job.client, state).map_err(state_lost)?;
+        if let Some(privacy) = &setup.privacy {
+            let said = privacy.apply(job.round, job.client, &job.model, &mut params, &job.extras);
+            for (name, values) in said.iter() {
+                extras.insert(name, values.to_vec());
+            }
+        }
+        // An attacker's upload is corrupted after the protocol's clipping, as it would not clip.
         if let Some(attack) = attack {
             let key = (setup.seed, job.round, job.edge_round);
             attack.corrupt(key, job.client, anchor, &mut params);
