@@ -33,9 +33,9 @@ fn config_with(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf
 
 /// Writes the embedded-MNIST experiment with `edit` applied and checks that running it is
 /// rejected as bad input, with each of `expected` in the message.
-fn assert_edit_rejected(edit: impl FnOnce(&mut serde_json::Value), expected: &[&str]) {
+fn assert_edit_rejected(edit: impl FnOnce(&mut serde_json::Value), expected: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
-    assert_rejected(&config_with(dir.path(), edit), expected);
+    assert_rejected(&config_with(dir.path(), edit), expected)
 }
 
 /// `fedsim partition` on the benchmark config with one `--set`.
@@ -198,6 +198,36 @@ fn each_validation_rule_names_its_field() {
             1.0.into(),
             "eval.client_test_fraction",
         ),
+        (
+            "/privacy",
+            private(serde_json::json!({"noise_multiplier": 0})),
+            "privacy.noise_multiplier",
+        ),
+        (
+            "/privacy",
+            private(serde_json::json!({"clip": {"kind": "fixed", "norm": -1}})),
+            "privacy.clip.norm",
+        ),
+        (
+            "/privacy",
+            private(serde_json::json!({"delta": 1})),
+            "privacy.delta",
+        ),
+        (
+            "/privacy",
+            private(serde_json::json!({"clip": {"kind": "adaptive", "target_quantile": 1.5}})),
+            "privacy.clip.target_quantile",
+        ),
+        (
+            "/privacy",
+            private(serde_json::json!({"clip": {"kind": "adaptive", "count_std": 0.25}})),
+            "privacy.clip.count_std",
+        ),
+        (
+            "/privacy",
+            private(serde_json::json!({"clip": {"kind": "adaptive"}, "noise": "local"})),
+            "privacy.clip.kind",
+        ),
     ];
     for (pointer, value, expected) in cases {
         let set_field = |v: &mut serde_json::Value| {
@@ -208,6 +238,102 @@ fn each_validation_rule_names_its_field() {
             *field = value.clone();
         };
         assert_edit_rejected(set_field, &["experiment.json", expected]);
+    }
+}
+
+/// A privacy section that passes validation on the embedded-MNIST experiment, with the fields
+/// of `changes` changed.
+fn private(changes: serde_json::Value) -> serde_json::Value {
+    let mut section = serde_json::json!({
+        "noise_multiplier": 1.0,
+        "clip": {"kind": "fixed", "norm": 1.0},
+        "delta": 1e-5,
+    });
+    for (field, value) in changes.as_object().unwrap() {
+        section[field] = value.clone();
+    }
+    section
+}
+
+#[test]
+fn a_privacy_budget_that_runs_out_names_the_round() {
+    let budget = |v: &mut serde_json::Value| {
+        v["privacy"] = private(serde_json::json!({"target_epsilon": 3.0}));
+    };
+    let stderr = assert_edit_rejected(budget, &["privacy.target_epsilon", "runs out after round"]);
+    assert!(stderr.contains("20 rounds spend epsilon"), "{stderr}");
+}
+
+#[test]
+fn privacy_is_refused_where_its_noise_would_not_cover_what_is_read() {
+    let cases: &[(serde_json::Value, &str, &str)] = &[
+        (
+            serde_json::json!({"strategy": {"name": "krum"}}),
+            "strategy.name",
+            "robust rule",
+        ),
+        (
+            serde_json::json!({"strategy": {"name": "scaffold"}}),
+            "strategy.name",
+            "does not cover",
+        ),
+        (
+            serde_json::json!({"strategy": {"name": "power_of_choice"}}),
+            "strategy.name",
+            "drawn uniformly",
+        ),
+        (
+            serde_json::json!({"topology": {"kind": "hierarchical", "schedulers": 2, "mode": "aggregate"}}),
+            "topology.mode",
+            "sums the clients' clipped changes itself",
+        ),
+    ];
+    for (fields, path, message) in cases {
+        let edit = |v: &mut serde_json::Value| {
+            v["privacy"] = private(serde_json::json!({}));
+            for (field, value) in fields.as_object().unwrap() {
+                v[field] = value.clone();
+            }
+        };
+        assert_edit_rejected(edit, &[path, message]);
+    }
+}
+
+#[test]
+fn fedsim_privacy_answers_both_questions() {
+    let common = [
+        "--sampling-rate",
+        "0.04",
+        "--steps",
+        "2250",
+        "--delta",
+        "1e-5",
+    ];
+    let answer = |question: &[&str]| {
+        let mut args = vec!["privacy"];
+        args.extend(question);
+        args.extend(common);
+        let output = fedsim(&args);
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let spent = answer(&["--noise-multiplier", "1.5", "--series", "signed"]);
+    assert!(
+        spent.starts_with("epsilon 7.329111 (RDP order 3.9)"),
+        "{spent}"
+    );
+    let needed = answer(&["--target-epsilon", "7.329335"]);
+    assert!(needed.starts_with("noise multiplier 1.5000"), "{needed}");
+    for (flag, bad, expected) in [
+        ("--noise-multiplier", "0", "expected a number above 0"),
+        ("--delta", "1.5", "expected a delta in (0, 1)"),
+        ("--sampling-rate", "0", "expected a sampling rate in (0, 1]"),
+    ] {
+        let mut args = vec!["privacy", "--noise-multiplier", "1"];
+        args.extend(common);
+        let at = args.iter().rposition(|a| *a == flag).unwrap();
+        args[at + 1] = bad;
+        assert_bad_input(&fedsim(&args), &[flag, expected]);
     }
 }
 

@@ -42,6 +42,14 @@ pub(super) fn answer(args: &PrivacyArgs) -> String {
             match noise_multiplier_for(target, args.delta, sampling, args.steps, series, conversion)
             {
                 Some(noise) => {
+                    let noise = printable(noise, |z| {
+                        let step = SubsampledGaussian {
+                            noise_multiplier: z,
+                            sampling,
+                            series,
+                        };
+                        epsilon(&step, args.steps, args.delta, conversion).epsilon <= target
+                    });
                     format!("noise multiplier {noise:.6}: spends at most epsilon {target} {over}")
                 }
                 None => {
@@ -50,4 +58,15 @@ pub(super) fn answer(args: &PrivacyArgs) -> String {
             }
         }
     }
+}
+
+/// `noise` rounded up to the six decimals printed, and raised by a millionth until it still
+/// `spends_within` the target: the series' stopping rule leaves epsilon a little uneven
+/// in the noise at that scale, so a figure copied into an experiment file must be checked.
+fn printable(noise: f64, spends_within: impl Fn(f64) -> bool) -> f64 {
+    let mut printed = (noise * 1e6).ceil() / 1e6;
+    while !spends_within(printed) {
+        printed += 1e-6;
+    }
+    printed
 }

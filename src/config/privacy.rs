@@ -216,11 +216,23 @@ impl Validate for PrivacyConfig {
                 );
             }
             if count_std > 0.0 && self.update_noise_multiplier(per_round).is_none() {
+                let given = matches!(
+                    self.clip,
+                    ClipConfig::Adaptive {
+                        count_std: Some(_),
+                        ..
+                    }
+                );
+                let default = if given {
+                    ""
+                } else {
+                    " (by default, clients_per_round / 20)"
+                };
                 problems.add(
                     "clip.count_std",
                     format!(
-                        "is {count_std}; the count's noise would take all of noise_multiplier \
-                         {}: twice count_std must exceed it",
+                        "is {count_std}{default}; the count's noise would take all of \
+                         noise_multiplier {}: twice count_std must exceed it",
                         self.noise_multiplier
                     ),
                 );
@@ -294,5 +306,70 @@ impl Validate for ClipConfig {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn federation(rounds: u32) -> FederationConfig {
+        serde_json::from_value(serde_json::json!({
+            "num_clients": 100, "clients_per_round": 10, "rounds": rounds
+        }))
+        .unwrap()
+    }
+
+    fn section(fields: serde_json::Value) -> PrivacyConfig {
+        let mut section = serde_json::json!({
+            "noise_multiplier": 1.0, "clip": {"kind": "fixed", "norm": 1.0}, "delta": 1e-5
+        });
+        for (field, value) in fields.as_object().unwrap() {
+            section[field] = value.clone();
+        }
+        serde_json::from_value(section).unwrap()
+    }
+
+    fn problems(privacy: &PrivacyConfig, rounds: u32) -> Vec<(String, String)> {
+        let mut problems = Problems::new();
+        privacy.validate(&federation(rounds), &mut problems);
+        problems.into_vec()
+    }
+
+    #[test]
+    fn a_budget_names_the_round_it_runs_out_after() {
+        let privacy = section(serde_json::json!({"target_epsilon": 3.0}));
+        let accounting = privacy.accounting(100, 10);
+        let within = accounting.steps_within(3.0, 100);
+        let found = problems(&privacy, 100);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "target_epsilon");
+        let said = format!("the budget runs out after round {within} (");
+        assert!(found[0].1.contains(&said), "{found:?}");
+        assert!(problems(&privacy, within as u32).is_empty());
+    }
+
+    #[test]
+    fn a_budget_that_round_one_exceeds_says_so() {
+        let privacy = section(serde_json::json!({"target_epsilon": 0.1}));
+        let found = problems(&privacy, 5);
+        assert!(found[0].1.contains("round 1 alone spends"), "{found:?}");
+    }
+
+    #[test]
+    fn sampling_and_noise_site_choose_the_accountants_mechanism() {
+        let spent = |fields| {
+            section(fields)
+                .accounting(100, 10)
+                .epsilon_after(10)
+                .epsilon
+        };
+        let poisson = spent(serde_json::json!({}));
+        let fixed = spent(serde_json::json!({"sampling": "fixed"}));
+        let local = spent(serde_json::json!({"noise": "local"}));
+        assert!(
+            poisson < fixed && fixed < local,
+            "{poisson} {fixed} {local}"
+        );
     }
 }

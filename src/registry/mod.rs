@@ -851,6 +851,29 @@ mod tests {
     }
 
     /// The parts of an experiment the algorithms see, for the tests.
+    /// A private run wraps the server half of any algorithm whose edge rule says it averages
+    /// models, so validation refuses none of the built-ins that say so.
+    #[test]
+    fn every_builtin_that_averages_models_can_run_privately() {
+        let registry = Registry::builtin();
+        let setting = Setting {
+            clients_per_round: Some(5),
+            ..Setting::new(10, 0.1)
+        };
+        let mut private = Vec::new();
+        for info in registry.algorithms() {
+            let section: StrategyConfig =
+                serde_json::from_value(serde_json::json!({ "name": info.name })).unwrap();
+            let choice = registry.choose_algorithm(&section, &setting).unwrap();
+            if choice.edge_rule() == EdgeAggregation::MODELS && !info.asynchronous {
+                let server = choice.server(&setting, 3);
+                assert!(PrivateServer::can_wrap(server.as_ref()), "{}", info.name);
+                private.push(info.name);
+            }
+        }
+        assert!(private.len() >= 15, "{private:?}");
+    }
+
     #[test]
     fn every_builtin_parameter_is_documented() {
         for algorithm in Registry::builtin().algorithms() {

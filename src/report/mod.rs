@@ -223,6 +223,27 @@ fn curve_charts(
         },
         curves(plots::server_megabytes, accuracy),
     ));
+    // Private runs: accuracy against the privacy spent, for the configurations that spend it.
+    let private: Vec<&Configuration> = configurations
+        .iter()
+        .filter(|c| c.runs.iter().any(plots::is_private))
+        .collect();
+    if !private.is_empty() {
+        specs.push((
+            "accuracy-by-epsilon.svg",
+            Axes {
+                title: "Test accuracy by privacy spent",
+                x: "epsilon spent (RDP accountant, at the run's delta)",
+                y: "test accuracy (%)",
+                y_scale: 100.0,
+                target,
+            },
+            private
+                .iter()
+                .map(|c| plots::curve(c, plots::epsilon, accuracy))
+                .collect(),
+        ));
+    }
     // Where clients are sent models of their own (clustered algorithms), the test set's
     // accuracy is that of one of them; each client's own is the method's. A personalised
     // algorithm's clients each use a personal model besides.

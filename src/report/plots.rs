@@ -105,6 +105,20 @@ pub fn server_megabytes(run: &Run) -> Vec<f64> {
         .collect()
 }
 
+/// The epsilon a private run had spent by the end of each round (`epsilon` among the round's
+/// metrics), not a number for a record without it.
+pub fn epsilon(run: &Run) -> Vec<f64> {
+    run.records
+        .iter()
+        .map(|record| record.strategy.get("epsilon").copied().unwrap_or(f64::NAN))
+        .collect()
+}
+
+/// Whether `run` is private: its rounds report the epsilon spent.
+pub fn is_private(run: &Run) -> bool {
+    run.records.iter().any(|r| r.strategy.contains_key("epsilon"))
+}
+
 /// A configuration's curve of `y` against `x`: the `n`-th point is the mean over the seeds of
 /// each one's `n`-th record with a `y`, for as many points as every seed has. The seeds of a
 /// configuration are evaluated in the same rounds, or (with `eval.every_s`, as asynchronous
@@ -118,6 +132,7 @@ pub fn curve(configuration: &Configuration, x: XOf, y: fn(&RoundRecord) -> Optio
             x(run)
                 .into_iter()
                 .zip(&run.records)
+                .filter(|(x, _)| x.is_finite())
                 .filter_map(|(x, record)| y(record).map(|y| (x, y)))
                 .collect()
         })
@@ -436,6 +451,35 @@ mod tests {
         assert!(close(first.low, 0.2) && close(first.high, 0.4));
         assert!(close(second.x, 2.0) && close(second.mean, 0.6));
         assert!(close(second.low, 0.5) && close(second.high, 0.7));
+    }
+
+    #[test]
+    fn a_private_runs_accuracy_is_drawn_against_the_epsilon_it_spent() {
+        let mut spent = record(1, 0.5);
+        spent.strategy.insert("epsilon".into(), 2.5);
+        let run = Run {
+            dir: Default::default(),
+            config: json!({}),
+            // Round 2 reports no epsilon: it has no point on this chart.
+            records: vec![spent, record(2, 0.7)],
+        };
+        assert!(is_private(&run));
+        let configuration = Configuration {
+            label: "private".into(),
+            settings: Default::default(),
+            runs: vec![run],
+        };
+        let curve = curve(&configuration, epsilon, |r| r.test_accuracy);
+        let [point] = curve.points[..] else {
+            panic!("one point: {:?}", curve.points)
+        };
+        assert_eq!((point.x, point.mean), (2.5, 0.5));
+        let plain = Run {
+            dir: Default::default(),
+            config: json!({}),
+            records: vec![record(1, 0.5)],
+        };
+        assert!(!is_private(&plain));
     }
 
     #[test]

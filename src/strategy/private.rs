@@ -239,3 +239,143 @@ impl Strategy for PrivateServer {
         self.inner.selector()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{round, update};
+    use super::super::{Algorithm, FedAvgM, FedAvgServer, Setting};
+    use super::*;
+    use crate::config::ClientSampling;
+
+    fn privacy(clip: ClipConfig) -> PrivacyConfig {
+        PrivacyConfig {
+            noise_multiplier: 1.0,
+            clip,
+            per_layer: false,
+            noise: NoiseSite::Central,
+            sampling: ClientSampling::Poisson,
+            delta: 1e-5,
+            target_epsilon: None,
+        }
+    }
+
+    fn fixed(norm: f64) -> ClipConfig {
+        ClipConfig::Fixed { norm }
+    }
+
+    fn server(privacy: &PrivacyConfig) -> PrivateServer {
+        PrivateServer::new(Box::new(FedAvgServer), privacy, 5, 10, 4).unwrap()
+    }
+
+    /// The noise the server draws for round 1's sum, standard deviation `std`.
+    fn noise(values: usize, std: f64) -> Vec<f64> {
+        let mut noise = vec![0.0; values];
+        add_gaussian_noise(&mut noise, std, &mut stream(5, CENTRAL_NOISE, 1, 0));
+        noise
+    }
+
+    #[test]
+    fn the_mean_is_the_noisy_sum_of_changes_over_the_clients_a_round_samples() {
+        let privacy = privacy(fixed(2.0));
+        let global = [1.0f32, -1.0];
+        // Three of the four clients a round samples answered, each weighted alike whatever
+        // its samples.
+        let updates = [
+            update(0, 10, vec![1.5, -1.0]),
+            update(3, 500, vec![1.0, 0.0]),
+            update(7, 40, vec![0.5, -2.0]),
+        ];
+        let next = server(&privacy).aggregate_updates(&round(), &global, &updates);
+        let noise = noise(2, 1.0 * 2.0);
+        let want = [
+            (1.0 + (0.5 + 0.0 - 0.5 + noise[0]) / 4.0) as f32,
+            (-1.0 + (0.0 + 1.0 - 1.0 + noise[1]) / 4.0) as f32,
+        ];
+        assert_eq!(next.model, want);
+        assert_eq!(next.metrics[CLIP], 2.0);
+        let spent = privacy.accounting(10, 4).epsilon_after(1).epsilon;
+        assert_eq!(next.metrics[EPSILON], spent);
+    }
+
+    #[test]
+    fn a_round_nobody_answered_is_the_noise_alone() {
+        let privacy = privacy(fixed(1.0));
+        let mut server = server(&privacy);
+        assert!(server.aggregates_no_updates());
+        let next = server.aggregate_updates(&round(), &[0.5, 0.5], &[]);
+        let noise = noise(2, 1.0);
+        assert_eq!(
+            next.model,
+            [(0.5 + noise[0] / 4.0) as f32, (0.5 + noise[1] / 4.0) as f32]
+        );
+    }
+
+    #[test]
+    fn local_noise_leaves_the_server_only_the_fixed_denominator() {
+        let mut privacy = privacy(fixed(1.0));
+        privacy.noise = NoiseSite::Local;
+        let updates = [update(0, 10, vec![2.0]), update(1, 10, vec![4.0])];
+        let next = server(&privacy).aggregate_updates(&round(), &[0.0], &updates);
+        assert_eq!(next.model, [1.5]);
+    }
+
+    #[test]
+    fn the_adaptive_clip_goes_down_with_the_model_and_follows_the_noisy_count() {
+        let privacy = privacy(ClipConfig::Adaptive {
+            initial: 0.5,
+            target_quantile: 0.5,
+            learning_rate: 0.2,
+            count_std: Some(1.0),
+        });
+        let mut server = server(&privacy);
+        assert_eq!(server.downlink().expect(CLIP_TENSOR), [0.5]);
+        let unclipped = |client, bit: f32| {
+            let mut u = update(client, 10, vec![0.0]);
+            u.extras = Tensors::new().with(UNCLIPPED_TENSOR, vec![bit]);
+            u
+        };
+        let updates = [
+            unclipped(0, 1.0),
+            unclipped(1, 1.0),
+            unclipped(2, 1.0),
+            unclipped(3, 0.0),
+        ];
+        let next = server.aggregate_updates(&round(), &[0.0], &updates);
+        let mut count = [3.0];
+        add_gaussian_noise(&mut count, 1.0, &mut stream(5, CENTRAL_NOISE, 1, 1));
+        let fraction = count[0] / 4.0;
+        assert_eq!(next.metrics[UNCLIPPED_FRACTION], fraction);
+        let clip = adapted_clip(0.5, fraction, 0.5, 0.2) as f32;
+        assert_eq!(server.downlink().expect(CLIP_TENSOR), [clip]);
+        // The clip is kept in the checkpoint and taken back to the bit.
+        let state = server.state();
+        let mut resumed = PrivateServer::new(Box::new(FedAvgServer), &privacy, 5, 10, 4).unwrap();
+        resumed.restore(&state).unwrap();
+        assert_eq!(resumed.downlink().expect(CLIP_TENSOR), [clip]);
+    }
+
+    #[test]
+    fn the_inner_server_keeps_its_own_state() {
+        let privacy = privacy(fixed(1.0));
+        let setting = Setting::new(10, 0.1);
+        let params = Default::default();
+        let inner = FedAvgM.server(&params, &setting, 1);
+        let mut server = PrivateServer::new(inner, &privacy, 5, 10, 4).unwrap();
+        server.aggregate_updates(&round(), &[0.0], &[update(0, 1, vec![1.0])]);
+        let state = server.state();
+        assert!(state.iter().next().is_some(), "FedAvgM's momentum is kept");
+        let inner = FedAvgM.server(&params, &setting, 1);
+        let mut resumed = PrivateServer::new(inner, &privacy, 5, 10, 4).unwrap();
+        resumed.restore(&state).unwrap();
+        assert_eq!(resumed.state(), state);
+    }
+
+    #[test]
+    fn only_a_server_that_reads_the_mean_model_can_be_made_private() {
+        let params = Default::default();
+        let krum = super::super::Krum.server(&params, &Setting::new(10, 0.1), 1);
+        assert!(!PrivateServer::can_wrap(krum.as_ref()));
+        assert!(PrivateServer::new(krum, &privacy(fixed(1.0)), 5, 10, 4).is_err());
+        assert!(PrivateServer::can_wrap(&FedAvgServer));
+    }
+}
