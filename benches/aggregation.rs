@@ -24,6 +24,7 @@ fn fedavg(c: &mut Criterion) {
                 .map(|i| ((i + client) % 97) as f32 * 1e-3)
                 .collect(),
             extras: Tensors::new(),
+            encoded: Vec::new(),
         })
         .collect();
     let round = Round::new(1, &[], &[]);

@@ -193,6 +193,116 @@ pub fn check_with(
     checks.into_result()
 }
 
+/// Runs every check on the compressor registered as `compressor`, with its default
+/// parameters and error feedback where it allows it, its runs (FedAvg's, on the kit's
+/// experiment) in folders under `scratch`; returns the names of the checks that ran and held.
+///
+/// Without a run: it decodes what it encodes at several lengths, zeros to zeros; the same
+/// stream gives the same bytes; an encoding cut short is refused, not misread. In runs: it
+/// runs flat; relaying equals flat; one worker equals two; a stopped run resumes to the same
+/// bits (with its clients' losses fed back through the checkpoint, also spilled); aggregating
+/// schedulers are refused; and where its encoding's length depends on the length alone, the
+/// links count exactly those bytes for each upload.
+pub fn check_compressor(
+    registry: &Registry,
+    compressor: &str,
+    scratch: &Path,
+) -> Result<Vec<&'static str>, Nonconformance> {
+    let breach = |check, detail| Nonconformance {
+        algorithm: format!("compressor {compressor}"),
+        check,
+        detail,
+        others: Vec::new(),
+    };
+    let section = crate::config::NamedSection::named(compressor);
+    let choice = registry
+        .choose_compressor(&section, usize::MAX)
+        .map_err(|problems| breach("registered", format!("{problems:?}")))?;
+    let mut checks = Checks {
+        passed: Vec::new(),
+        breaches: Vec::new(),
+    };
+    let encoded = |values: &[f32], seed| {
+        let mut rng = rand::SeedableRng::seed_from_u64(seed);
+        choice.encode(values, &mut rng)
+    };
+    let varied = |len: usize| -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * 7919 % 1009) as f32 - 504.0) * 1e-3)
+            .collect()
+    };
+    let check = "decodes what it encodes, zeros to zeros";
+    checks.run(check, || {
+        for len in [1, 2, 13, 1000] {
+            let decoded = choice
+                .decode(&encoded(&varied(len), 1), len)
+                .map_err(|e| breach(check, format!("{len} values: {e}")))?;
+            if decoded.len() != len || decoded.iter().any(|v| !v.is_finite()) {
+                return Err(breach(check, format!("{len} values decode to {decoded:?}")));
+            }
+            let zeros = choice.decode(&encoded(&vec![0.0; len], 1), len);
+            if zeros.as_ref().map_or(true, |z| z.iter().any(|&v| v != 0.0)) {
+                return Err(breach(check, format!("{len} zeros decode to {zeros:?}")));
+            }
+        }
+        Ok(())
+    });
+    let check = "the same stream gives the same bytes";
+    checks.run(check, || {
+        match encoded(&varied(100), 7) == encoded(&varied(100), 7) {
+            true => Ok(()),
+            false => Err(breach(check, "two encodings differ".into())),
+        }
+    });
+    let check = "an encoding cut short is refused";
+    checks.run(check, || {
+        let bytes = encoded(&varied(100), 1);
+        match choice.decode(&bytes[..bytes.len() - 1], 100) {
+            Err(_) => Ok(()),
+            Ok(_) => Err(breach(check, "it decoded".into())),
+        }
+    });
+    let feedback = choice.refuses_error_feedback().is_none();
+    let compression = format!(
+        r#"compression={{"uplink":{{"name":"{compressor}"}},"error_feedback":{feedback}}}"#
+    );
+    let mode = [compression.as_str()];
+    let kit = Kit {
+        registry,
+        algorithm: compressor,
+        strategy: json!({"name": "fedavg"}),
+        scratch: scratch.join(format!("compressor-{compressor}")),
+        mode: &mode,
+    };
+    let _ = fs::remove_dir_all(&kit.scratch);
+    let flat = kit.finish("flat", &[])?;
+    checks.passed.push("runs flat");
+    checks.run("relay equals flat", || {
+        let relay = kit.finish("relay", &[RELAY])?;
+        kit.same("relay equals flat", &relay, &flat, &["traffic"])
+    });
+    checks.run("one worker equals two", || {
+        let serial = kit.finish("one-worker", &["federation.num_parallels=1"])?;
+        kit.same("one worker equals two", &serial, &flat, &[])
+    });
+    checks.run(RESUMES, || kit.resumes(RESUMES, &flat, &[]));
+    checks.run(RESUMES_SPILLED, || {
+        kit.resumes(RESUMES_SPILLED, &flat, &[SPILLING])
+    });
+    checks.run("aggregating schedulers refused", || {
+        let reason = "an aggregating scheduler would have to decode";
+        kit.refused("aggregating schedulers refused", &aggregate(1), reason)
+    });
+    let fixed_length = [3, 100, 1000]
+        .iter()
+        .all(|&len| encoded(&varied(len), 1).len() == encoded(&vec![0.0; len], 2).len());
+    if fixed_length {
+        let check = "the links count each upload's encoded bytes";
+        checks.run(check, || kit.counts_encoded_bytes(check, &flat, &encoded));
+    }
+    checks.into_result()
+}
+
 /// The checks run so far: those that held, and the breaches of those that did not.
 struct Checks {
     passed: Vec<&'static str>,
@@ -436,6 +546,34 @@ impl Kit<'_> {
             Some(detail) => Err(self.breach(check, format!("the final models differ: {detail}"))),
             None => Ok(()),
         }
+    }
+
+    /// Checks that each round's uploads through the server's links took exactly their
+    /// encodings' bytes besides the message's fixed fields, for a compressor whose encoding's
+    /// length (which `encoded` gives) depends on the length alone.
+    fn counts_encoded_bytes(
+        &self,
+        check: &'static str,
+        run: &RunResult,
+        encoded: &dyn Fn(&[f32], u64) -> Vec<u8>,
+    ) -> Result<(), Nonconformance> {
+        let payload = encoded(&vec![0.0; run.model.len()], 0).len() as u64;
+        // Header, the update's counts and loss, its one client's id.
+        let per_upload = crate::network::message::HEADER_BYTES + 16 + 4 + payload;
+        for record in &run.rounds {
+            let server = record.traffic.iter().find(|t| t.tier == "server");
+            let (uploads, bytes) = server.map_or((0, 0), |t| (t.messages_up, t.bytes_up));
+            if bytes != uploads * per_upload {
+                return Err(self.breach(
+                    check,
+                    format!(
+                        "round {}: {bytes} bytes up in {uploads} uploads, not {per_upload} each",
+                        record.round
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Checks that the experiment with `set` is refused, giving `reason`.

@@ -27,6 +27,7 @@ use crate::output::{
 use crate::privacy::mechanism::{ClientClipping, ClipGroups};
 use crate::registry::{
     self, AlgorithmChoice, DataChoice, ModelChoice, Origin, PartitionChoice, Registry,
+    UplinkCompression,
 };
 use crate::seed::{Purpose, stream};
 use crate::states::{ClientStates, StatesSnapshot};
@@ -65,6 +66,9 @@ pub struct Experiment {
     /// The layers that stay with each client with the initial model's values, where the
     /// algorithm keeps some.
     personal: Option<Arc<PersonalSplit>>,
+    /// The compressor each client's upload is encoded with, and whether its loss is fed back,
+    /// where the `compression` section asks.
+    compression: Option<UplinkCompression>,
     train: Arc<Dataset>,
     test: Arc<Dataset>,
     partition: Arc<Partition>,
@@ -196,6 +200,24 @@ impl Experiment {
                 let initial = initial_model(config.seed, &layout, 0);
                 Arc::new(PersonalSplit::new(sharing, &initial))
             });
+        // Only now is the number of values a client sends known, which a compressor's count
+        // may not exceed.
+        let sent = personal
+            .as_ref()
+            .map_or(layout.len(), |p| p.sharing.shared_len());
+        let compression = config
+            .compression
+            .as_ref()
+            .map(|section| {
+                registry
+                    .choose_compressor(&section.uplink, sent)
+                    .map(|compressor| UplinkCompression {
+                        compressor,
+                        error_feedback: section.error_feedback,
+                    })
+            })
+            .transpose()
+            .map_err(registry::invalid_in_code)?;
         Ok(Self {
             config,
             algorithm,
@@ -204,6 +226,7 @@ impl Experiment {
             scheme,
             layout,
             personal,
+            compression,
             train,
             test,
             partition: Arc::new(split.train),
@@ -578,6 +601,7 @@ impl Experiment {
             stop: stop.clone(),
             personal: self.personal.clone(),
             privacy: self.client_clipping().map(Arc::new),
+            compression: self.compression.clone(),
         };
         Trainer::new(setup, config.federation.num_parallels)
             .map_err(|e| Error::Threads(e.to_string()))
@@ -634,6 +658,7 @@ impl Experiment {
             availability: self.availability.clone(),
             client_states: states.clone(),
             sharing: self.personal.as_ref().map(|p| Arc::new(p.sharing.clone())),
+            compression: self.compression.as_ref().map(|c| c.compressor.clone()),
             evaluation: Some(EvaluationPlan {
                 every: config.eval.every,
                 every_s: config.eval.every_s,

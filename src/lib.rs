@@ -72,6 +72,7 @@ machinery! {
 pub mod backend;
 pub(crate) mod byzantine;
 pub mod cli;
+pub mod compression;
 pub mod config;
 pub mod conformance;
 pub mod connect;

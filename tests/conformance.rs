@@ -24,6 +24,28 @@ fn registry() -> Registry {
 }
 
 #[test]
+fn every_registered_compressor_keeps_fedsims_promises() {
+    let registry = registry();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut checked = Vec::new();
+    for compressor in registry.compressors() {
+        let passed = conformance::check_compressor(&registry, compressor.name, scratch.path())
+            .unwrap_or_else(|breach| panic!("{breach}"));
+        checked.push((compressor.name, passed));
+    }
+    let names: Vec<&str> = checked.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names, ["topk", "randk", "qsgd", "sign", "quantize"]);
+    for (name, passed) in &checked {
+        // Every built-in's encoding takes a length fixed by the vector's.
+        assert!(
+            passed.contains(&"the links count each upload's encoded bytes"),
+            "{name}: {passed:?}"
+        );
+        assert_eq!(passed.len(), 10, "{name}: {passed:?}");
+    }
+}
+
+#[test]
 fn every_registered_algorithm_keeps_fedsims_promises() {
     let registry = registry();
     let scratch = tempfile::tempdir().unwrap();
@@ -39,8 +61,8 @@ fn every_registered_algorithm_keeps_fedsims_promises() {
         assert_eq!(resumed_asynchronously, algorithm.asynchronous, "{passed:?}");
         checked.push((algorithm.name, passed.len()));
     }
-    // Every registered algorithm, the thirty built-ins and the example at least.
-    assert!(checked.len() >= 31, "{checked:?}");
+    // Every registered algorithm, the thirty-one built-ins and the example at least.
+    assert!(checked.len() >= 32, "{checked:?}");
     let asynchronous: Vec<&str> = registry
         .algorithms()
         .iter()

@@ -235,6 +235,7 @@ impl Case {
                 client_states: Arc::new(ClientStates::in_memory()),
                 evaluation: None,
                 sharing: None,
+                compression: None,
             },
             topology: self.topology(),
             network: NetworkConfig {
@@ -506,6 +507,7 @@ fn uplink_bytes(clients: usize) -> u64 {
         steps: 0,
         params: vec![0.0; PARAMS],
         extras: Tensors::new(),
+        encoded: Vec::new(),
     }))
 }
 

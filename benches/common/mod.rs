@@ -83,6 +83,7 @@ pub fn trainer(
         stop: StopSignal::new(),
         personal: None,
         privacy: None,
+        compression: None,
     };
     Trainer::new(setup, workers).expect("the pool starts")
 }
@@ -147,6 +148,7 @@ pub fn plan(
             client_states: Arc::new(ClientStates::in_memory()),
             evaluation: None,
             sharing: None,
+            compression: None,
         },
         topology,
         network: NetworkConfig::default(),

@@ -41,6 +41,9 @@ pub enum Command {
     /// List the partition schemes an experiment's `partition` can name, with their
     /// parameters.
     Schemes,
+    /// List the compressors an experiment's `compression.uplink` can name, with their
+    /// parameters.
+    Compressors,
     /// Run every experiment of a sweep file (a base experiment, variants and a grid of
     /// field values), each in its own folder; rerunning skips finished runs and resumes
     /// killed ones.

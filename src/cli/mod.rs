@@ -95,6 +95,10 @@ pub fn main(registry: Registry) -> ExitCode {
             print!("{}", schemes(&registry));
             Ok(())
         }
+        Command::Compressors => {
+            print!("{}", compressors(&registry));
+            Ok(())
+        }
         Command::Data(DataCommand::Fetch(args)) => fetch(&args),
         Command::Privacy(args) => {
             println!("{}", privacy::answer(&args));
@@ -245,6 +249,18 @@ fn schemes(registry: &Registry) -> String {
     for scheme in registry.schemes() {
         out += &format!("\n{}\n  {}\n", scheme.name, scheme.about);
         out += &origin_and_params(&scheme.origin, &scheme.params);
+    }
+    out
+}
+
+/// `fedsim compressors`' listing.
+fn compressors(registry: &Registry) -> String {
+    let mut out = String::from(
+        "Compress each client's upload in an experiment file's \"compression\", with the compressor's parameters beside its name, e.g.\n  \"compression\": {\"uplink\": {\"name\": \"topk\", \"fraction\": 0.01}, \"error_feedback\": true}\n",
+    );
+    for compressor in registry.compressors() {
+        out += &format!("\n{}\n  {}\n", compressor.name, compressor.about);
+        out += &origin_and_params(&compressor.origin, &compressor.params);
     }
     out
 }

@@ -45,6 +45,7 @@ pub fn pages(registry: &Registry) -> Vec<Page> {
         page("models.md", components(&registry.models())),
         page("datasets.md", components(&registry.data_sets())),
         page("partitions.md", components(&registry.schemes())),
+        page("compressors.md", components(&registry.compressors())),
     ]
 }
 

@@ -103,7 +103,7 @@ impl MpiConnector {
                 let below = below.as_ref().map(|l| (l.down(), l.up()));
                 let states = carried.for_message(&envelope.message);
                 let frame = Frame::Envelope {
-                    envelope,
+                    envelope: Box::new(envelope),
                     below,
                     states,
                 };
@@ -194,7 +194,7 @@ fn pass_in(
                     });
                 }
                 // A tier that has ended takes nothing more: keep reading until the close.
-                let _ = inlet.pass(envelope);
+                let _ = inlet.pass(*envelope);
             }
             Frame::Closed => return,
         }

@@ -43,8 +43,8 @@ pub(super) struct Route {
 pub(super) enum Frame {
     /// An envelope, with what the sending process records beside it.
     Envelope {
-        /// What the tier sent.
-        envelope: Envelope,
+        /// What the tier sent (boxed: most frames are envelopes, and the enum stays small).
+        envelope: Box<Envelope>,
         /// Where the sender runs the lower end's tier and that tier is a scheduler: the
         /// traffic (down, up) of the scheduler's own link below it at the time of sending, from
         /// which the server's process records that tier's traffic.
@@ -220,6 +220,7 @@ mod tests {
                 steps: 19,
                 params: vec![3.0, 4.0],
                 extras: tensors.clone(),
+                encoded: Vec::new(),
             }),
             Message::Dropped {
                 round: 2,
@@ -246,11 +247,11 @@ mod tests {
         ];
         for message in messages {
             let frame = Frame::Envelope {
-                envelope: Envelope {
+                envelope: Box::new(Envelope {
                     from: NodeId::Group(1),
                     at: 1.5,
                     message: message.clone(),
-                },
+                }),
                 below: Some((Traffic::default(), Traffic::default())),
                 states: vec![(3, tensors.clone())],
             };

@@ -16,6 +16,7 @@ mod asynchronous;
 mod availability;
 mod byzantine;
 pub mod check;
+mod compression;
 mod hints;
 mod network;
 mod optimizer;
@@ -44,6 +45,7 @@ pub use work::{LocalWork, Work, WorkPlan};
 
 use crate::backend::BackendKind;
 pub use byzantine::{Attack, ByzantineConfig};
+pub use compression::CompressionConfig;
 
 /// A whole experiment: data, model, federation, local training and evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -103,6 +105,9 @@ pub struct ExperimentConfig {
     /// Byzantine clients and their attack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub byzantine: Option<ByzantineConfig>,
+    /// Compressed uploads: the compressor each client's change is encoded with on the wire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<CompressionConfig>,
     /// Client-level differential privacy: clipping, noise and the epsilon spent (DP-FedAvg).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub privacy: Option<PrivacyConfig>,

@@ -57,10 +57,16 @@ pub struct Update {
     pub train_loss: f64,
     /// Local SGD steps taken (summed over the clients of a partial aggregate).
     pub steps: u32,
-    /// Model parameters, laid out like the global model.
+    /// Model parameters, laid out like the global model; empty while the update travels
+    /// compressed.
     pub params: Vec<f32>,
     /// Tensors the algorithm sends up beside the model (SCAFFOLD's control variate change).
     pub extras: Tensors,
+    /// The client's change to the model it was sent, as the run's compressor encoded it, in
+    /// place of `params` (`compression` in the experiment file): what crosses the links, and
+    /// what they count. Empty for an update sent whole; the server decodes it into `params`.
+    #[serde(default)]
+    pub encoded: Vec<u8>,
 }
 
 /// Why a sampled client's work is missing from a round.
@@ -204,7 +210,10 @@ impl Message {
                 ..
             } => 8 + 4 * clients.len() + 4 * model.len() + extras.wire_bytes(),
             Message::Uplink(update) => {
-                16 + 4 * update.clients.len() + 4 * update.params.len() + update.extras.wire_bytes()
+                16 + 4 * update.clients.len()
+                    + 4 * update.params.len()
+                    + update.encoded.len()
+                    + update.extras.wire_bytes()
             }
             Message::Dropped { clients, .. } => 8 * clients.len(),
             Message::ClientFailed { path, error, .. } => 4 + 4 * path.len() + error.len(),

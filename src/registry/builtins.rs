@@ -2,6 +2,7 @@
 //! each: what a plug-in does in its own crate.
 
 use super::{RegistryBuilder, RegistryError};
+use crate::compression::{Qsgd, Quantize, RandomK, ScaledSign, TopK};
 use crate::data::cifar::Cifar10Data;
 use crate::data::leaf::LeafTask;
 use crate::data::mnist::{FASHION_MNIST, MNIST};
@@ -16,7 +17,7 @@ use crate::model::{CifarCnnModel, CnnModel, LogisticModel, LstmModel, MlpModel, 
 use crate::strategy::{
     Apfl, Cfl, Ditto, FedAdagrad, FedAdam, FedAla, FedAsync, FedAvg, FedAvgFt, FedAvgM, FedBn,
     FedBuff, FedDyn, FedNova, FedPer, FedProx, FedRep, FedYogi, Ifca, Krum, LgFedAvg, Median, Moon,
-    Oort, PFedMe, PerFedAvg, PowerOfChoice, QFfl, Scaffold, TrimmedMean,
+    Oort, PFedMe, PerFedAvg, PowerOfChoice, QFfl, Scaffold, SignSgd, TrimmedMean,
 };
 
 /// Registers the built-in algorithms, models, data sets and partition schemes, in the order
@@ -35,6 +36,7 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(QFfl)?
         .algorithm(Median)?
         .algorithm(TrimmedMean)?
+        .algorithm(SignSgd)?
         .algorithm(Krum)?
         .algorithm(FedAsync)?
         .algorithm(FedBuff)?
@@ -78,6 +80,11 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .partitioner(LabelsSplit)?
         .partitioner(QuantitySplit)?
         .partitioner(NaturalSplit)?
-        .partitioner(FileSplit)?;
+        .partitioner(FileSplit)?
+        .compressor(TopK)?
+        .compressor(RandomK)?
+        .compressor(Qsgd)?
+        .compressor(ScaledSign)?
+        .compressor(Quantize)?;
     Ok(())
 }

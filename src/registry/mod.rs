@@ -16,6 +16,7 @@
 mod algorithm;
 mod builtins;
 mod component;
+mod compressor;
 mod data;
 mod model;
 mod params;
@@ -23,6 +24,7 @@ mod partition;
 
 pub use algorithm::{AlgorithmChoice, AlgorithmInfo};
 pub use component::{Choice, ComponentInfo};
+pub use compressor::{ChosenCompressor, CompressorChoice, UplinkCompression};
 pub use data::DataChoice;
 pub use model::ModelChoice;
 pub use params::ParamInfo;
@@ -31,16 +33,18 @@ pub use partition::PartitionChoice;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::compression::Compressor;
 use crate::config::check::Problems;
 use crate::config::{
-    Catalogue, ConfigError, DataConfig, ExperimentConfig, FieldError, ModelConfig, PartitionConfig,
-    SchedulerMode, StrategyConfig, TopologyConfig,
+    Catalogue, ConfigError, DataConfig, ExperimentConfig, FieldError, ModelConfig, NamedSection,
+    PartitionConfig, SchedulerMode, StrategyConfig, TopologyConfig,
 };
 use crate::data::{DataContext, DataSource, Partitioner, SampleKind, SplitContext};
 use crate::model::Architecture;
 use crate::strategy::{Algorithm, EdgeAggregation, PrivateServer, Setting};
 use algorithm::AlgorithmEntry;
 use component::Listing;
+use compressor::CompressorEntry;
 use data::DataEntry;
 use model::ModelEntry;
 use partition::PartitionerEntry;
@@ -101,6 +105,7 @@ pub struct Registry {
     models: Vec<Registered<dyn ModelEntry>>,
     data_sets: Vec<Registered<dyn DataEntry>>,
     partitioners: Vec<Registered<dyn PartitionerEntry>>,
+    compressors: Vec<Registered<dyn CompressorEntry>>,
 }
 
 /// A component, what the registry lists of it, and the crate that registered it.
@@ -130,6 +135,7 @@ impl std::fmt::Debug for Registry {
             .field("models", &names(&self.models))
             .field("data_sets", &names(&self.data_sets))
             .field("schemes", &names(&self.partitioners))
+            .field("compressors", &names(&self.compressors))
             .finish()
     }
 }
@@ -168,6 +174,11 @@ const PARTITION: Section = Section {
     name: "partition",
     key: "scheme",
     listing: "schemes",
+};
+const UPLINK_COMPRESSOR: Section = Section {
+    name: "compression.uplink",
+    key: "name",
+    listing: "compressors",
 };
 
 /// The component of `list` that `name`, given in `section`, names, with its parameters read
@@ -301,6 +312,31 @@ impl Registry {
         self.partitioners.iter().map(ComponentInfo::of).collect()
     }
 
+    /// Every compressor, in registration order.
+    pub fn compressors(&self) -> Vec<ComponentInfo> {
+        self.compressors.iter().map(ComponentInfo::of).collect()
+    }
+
+    /// The uplink compressor `section` names, with its parameters read and defaults filled
+    /// in, checked for vectors of `values` values (`usize::MAX` while the model's size is not
+    /// known, which leaves the rules that depend on it to the run). Errors are (field path, as
+    /// `compression.uplink.k`, message).
+    pub fn choose_compressor(
+        &self,
+        section: &NamedSection,
+        values: usize,
+    ) -> Result<CompressorChoice, Vec<(String, String)>> {
+        let choice = read_choice(
+            &self.compressors,
+            &UPLINK_COMPRESSOR,
+            &section.name,
+            |entry| entry.choose(section.params.clone()),
+        )?;
+        checked(choice, &UPLINK_COMPRESSOR, |choice, p| {
+            choice.check(values, p)
+        })
+    }
+
     /// The scheme `section` names, with its parameters read, defaults filled in, paths made
     /// relative to `folder` where one is given, and checked for the experiment `context`
     /// describes. Errors are (field path, as `partition.alpha`, message).
@@ -394,6 +430,22 @@ impl Catalogue for Registry {
             Ok(choice) => config.model.params = choice.params().clone(),
             Err(found) => problems.extend(found),
         }
+        if let Some(compression) = &mut config.compression {
+            match self.choose_compressor(&compression.uplink, usize::MAX) {
+                Ok(choice) => {
+                    compression.uplink.params = choice.params().clone();
+                    if let Some(reason) = choice.refuses_error_feedback()
+                        && compression.error_feedback
+                    {
+                        problems.push((
+                            "compression.error_feedback".to_string(),
+                            format!("is true; {reason}"),
+                        ));
+                    }
+                }
+                Err(found) => problems.extend(found),
+            }
+        }
         let setting = Setting::of(config);
         match self.choose_algorithm(&config.strategy, &setting) {
             Ok(choice) => {
@@ -401,6 +453,7 @@ impl Catalogue for Registry {
                 problems.extend(edge_problem(&choice, &config.topology));
                 problems.extend(self.asynchronous_problems(&choice, config));
                 problems.extend(privacy_problems(&choice, config));
+                problems.extend(compression_problems(config));
                 let natural = data.as_ref().is_some_and(DataChoice::has_natural_clients)
                     && config.partition.scheme == "natural";
                 problems.extend(unscored_personal_models(&choice, config, natural));
@@ -529,6 +582,39 @@ pub(crate) fn unscored_personal_models(
             ),
         )
     })
+}
+
+/// Why `config` cannot compress its uploads, if it asks to: the server decodes each client's
+/// change against the model it sent that round, which neither an aggregating scheduler's
+/// partial aggregate nor an asynchronous server's stale models give it.
+fn compression_problems(config: &ExperimentConfig) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    if config.compression.is_none() {
+        return problems;
+    }
+    if config.asynchronous.is_some() {
+        problems.push((
+            "asynchronous".to_string(),
+            "is set; compressed uploads are decoded against the round's model, and an \
+             asynchronous federation's clients train from models of other steps: leave \
+             compression or asynchronous out"
+                .to_string(),
+        ));
+    }
+    if let TopologyConfig::Hierarchical {
+        mode: SchedulerMode::Aggregate,
+        ..
+    } = config.topology
+    {
+        problems.push((
+            "topology.mode".to_string(),
+            "is \"aggregate\"; an aggregating scheduler would have to decode its clients' \
+             compressed uploads and send its partial aggregate whole: use \"relay\" or the \
+             flat topology"
+                .to_string(),
+        ));
+    }
+    problems
 }
 
 /// Why `config` cannot run privately with `choice`, if it asks to: DP-FedAvg's noise covers
@@ -698,6 +784,19 @@ impl RegistryBuilder {
         };
         let component: Arc<dyn DataEntry> = Arc::new(params::Plugged(Arc::new(data_set)));
         self.add("data set", component, listing, |r| &mut r.data_sets)
+    }
+
+    /// Registers a compressor under its [`Compressor::name`], for `compression.uplink` to
+    /// name.
+    pub fn compressor<C: Compressor>(&mut self, compressor: C) -> Result<&mut Self, RegistryError> {
+        let listing = Listing {
+            name: compressor.name(),
+            about: compressor.about(),
+            param_docs: compressor.param_docs(),
+            defaults: params::defaults_of::<C::Params>(compressor.name()),
+        };
+        let component: Arc<dyn CompressorEntry> = Arc::new(params::Plugged(Arc::new(compressor)));
+        self.add("compressor", component, listing, |r| &mut r.compressors)
     }
 
     /// Registers a partition scheme under its [`Partitioner::name`].

@@ -126,6 +126,7 @@ impl Folded {
             steps: self.steps,
             params,
             extras,
+            encoded: Vec::new(),
         }
     }
 }

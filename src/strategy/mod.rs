@@ -54,6 +54,7 @@ mod private;
 mod qffl;
 mod scaffold;
 pub mod selection;
+mod signsgd;
 mod trimmed_mean;
 pub mod vector;
 
@@ -95,6 +96,7 @@ pub use private::PrivateServer;
 pub use qffl::{QFfl, QFflClient, QFflServer};
 pub use scaffold::{Scaffold, ScaffoldClient, ScaffoldServer};
 pub use selection::{Candidates, Selector, Uniform};
+pub use signsgd::{SignSgd, SignSgdServer};
 pub use trimmed_mean::{TrimmedMean, TrimmedMeanServer};
 
 pub use crate::local::Objective;
@@ -1034,6 +1036,7 @@ pub(crate) mod testing {
             steps: 1,
             params,
             extras: Tensors::new(),
+            encoded: Vec::new(),
         }
     }
 

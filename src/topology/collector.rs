@@ -418,6 +418,7 @@ mod tests {
             steps: 1,
             params: vec![1.0],
             extras: Default::default(),
+            encoded: Vec::new(),
         })
     }
 
@@ -516,6 +517,7 @@ mod tests {
             steps: 1,
             params: vec![value, value * 0.3, -value],
             extras: Default::default(),
+            encoded: Vec::new(),
         })
     }
 

@@ -306,6 +306,7 @@ impl ClientConnector {
                 steps: 0,
                 params: vec![0.0; down.model.len()],
                 extras: down.extras.clone(),
+                encoded: Vec::new(),
             })
             .wire_bytes();
             d - self.setup.server_link.transfer_seconds(aggregate_bytes)

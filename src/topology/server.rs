@@ -9,7 +9,10 @@ use crate::availability::Availability;
 use crate::checkpoint::InFlightState;
 use crate::config::FailurePolicy;
 use crate::history::{ClientHistory, Seen};
-use crate::network::{ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors};
+use crate::network::{
+    ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors, Update,
+};
+use crate::registry::CompressorChoice;
 use crate::output::{ProbedLoss, RoundRecord};
 use crate::seed::{Purpose, stream};
 use crate::model::Sharing;
@@ -122,6 +125,9 @@ pub struct ServerSetup {
     /// The model's personal layers, where the algorithm keeps some with each client: only the
     /// other values go down and come up, and the global model's personal values never change.
     pub sharing: Option<Arc<Sharing>>,
+    /// The compressor the clients encode their changes with, where uploads are compressed:
+    /// the server decodes each against the model it sent.
+    pub compression: Option<CompressorChoice>,
 }
 
 /// When the server evaluates the global model, and what evaluates it.
@@ -405,8 +411,8 @@ impl Server {
         let (wanted, deadline_s) = self.round_shape(round, online.len());
         let (sampled, probed) = self.select(round, roster, &online, wanted, &global)?;
         let deadline = deadline_s.map(|d| self.now + d);
-        self.send_downlinks(round, &sampled, roster, &global, deadline)?;
-        let collected = self.collect(round, &sampled, roster, deadline, &global)?;
+        let sent = self.send_downlinks(round, &sampled, roster, &global, deadline)?;
+        let collected = self.collect(round, &sampled, roster, deadline, &global, &sent)?;
         self.now = collected.finished;
         self.remember(round, roster, &collected.heard);
         let train_loss = collected.updates.train_loss();
@@ -672,7 +678,7 @@ impl Server {
         roster: &Roster,
         global: &Arc<[f32]>,
         deadline: Option<f64>,
-    ) -> Result<(), FederationError> {
+    ) -> Result<SentModels, FederationError> {
         let mode = &self.setup.mode;
         let own: Vec<Option<Sent>> = sampled
             .iter()
@@ -683,8 +689,10 @@ impl Server {
             model: self.travelling(&sent.model),
             extras: sent.extras,
         };
+        let mut models = SentModels::default();
         let addressed = if own.iter().all(Option::is_none) {
             let sent = travelling(mode.broadcast(global));
+            models.broadcast = Some(sent.model.clone());
             self.addressed(sampled, roster)
                 .into_iter()
                 .map(|(child, clients)| (child, clients, sent.clone()))
@@ -693,6 +701,11 @@ impl Server {
             let sent: Vec<Sent> = own
                 .into_iter()
                 .map(|own| travelling(own.unwrap_or_else(|| mode.broadcast(global))))
+                .collect();
+            models.own = sampled
+                .iter()
+                .zip(&sent)
+                .map(|(&client, sent)| (client, sent.model.clone()))
                 .collect();
             sampled
                 .iter()
@@ -715,7 +728,7 @@ impl Server {
                 .send(downlink, self.now)
                 .map_err(|_| lost(child.node))?;
         }
-        Ok(())
+        Ok(models)
     }
 
     /// What of `model` goes over the links: its shared values where the algorithm keeps
@@ -766,6 +779,7 @@ impl Server {
         roster: &Roster,
         deadline: Option<f64>,
         global: &[f32],
+        sent: &SentModels,
     ) -> Result<RoundOutcome, FederationError> {
         let mut collector = RoundCollector::new(NodeId::Server, round, sampled, self.now, deadline);
         // With personal layers an update brings the shared values: it is read whole, with the
@@ -775,13 +789,20 @@ impl Server {
             .sharing
             .clone()
             .map(|sharing| (sharing.personal_of(global), sharing));
+        // A compressed update brings its change to the values the server sent, encoded.
+        let decoding = self.setup.compression.clone().map(|c| (c, sent.clone()));
         let read_whole = move |mut envelope: Envelope| {
+            if let (Some((compressor, sent)), Message::Uplink(update)) =
+                (&decoding, &mut envelope.message)
+            {
+                update.params = decoded(compressor, sent, update)?;
+            }
             if let (Some((personal, sharing)), Message::Uplink(update)) =
                 (&whole, &mut envelope.message)
             {
                 update.params = sharing.compose(&update.params, personal);
             }
-            envelope
+            Ok(envelope)
         };
         if let (Some(foresight), Reads::Sums(sums)) =
             (self.foresight(deadline), self.rounds_strategy().reads())
@@ -792,7 +813,7 @@ impl Server {
         let mut outcome = collector
             .collect(|| {
                 self.recv_any()
-                    .map(|(_, envelope)| Some(read_whole(envelope)))
+                    .and_then(|(_, envelope)| read_whole(envelope).map(Some))
             })?
             .expect("the server's own collection is never stopped");
         // Clients stopped with the run answer as failures; a round that overlapped a stop is
@@ -898,4 +919,53 @@ pub(super) fn state_lost(error: SpillError) -> FederationError {
     }
 }
 
+/// The values the server sent the round's clients: one model to all, or each its own (a
+/// clustered algorithm's), as they travelled (the shared values, under personal layers).
+#[derive(Debug, Clone, Default)]
+struct SentModels {
+    broadcast: Option<Arc<[f32]>>,
+    own: HashMap<ClientId, Arc<[f32]>>,
+}
 
+impl SentModels {
+    /// What `client` was sent.
+    fn to(&self, client: ClientId) -> Option<&[f32]> {
+        self.own.get(&client).or(self.broadcast.as_ref()).map(|m| &m[..])
+    }
+}
+
+/// The model `update` stands for: the values its client was sent plus the change its bytes
+/// encode, which the bytes give up to it.
+fn decoded(
+    compressor: &CompressorChoice,
+    sent: &SentModels,
+    update: &mut Update,
+) -> Result<Vec<f32>, FederationError> {
+    let protocol = |detail| FederationError::Protocol {
+        tier: "server".to_string(),
+        detail,
+    };
+    let client = match update.clients[..] {
+        [client] => Some(client),
+        _ => None,
+    };
+    let sent = match client.and_then(|client| sent.to(client)) {
+        Some(sent) => sent,
+        None => {
+            let clients = &update.clients;
+            return Err(protocol(format!(
+                "a compressed update of clients {clients:?}, sent no model of their own"
+            )));
+        }
+    };
+    let bytes = std::mem::take(&mut update.encoded);
+    let change = compressor
+        .decode(&bytes, sent.len())
+        .map_err(|malformed| {
+            let clients = &update.clients;
+            protocol(format!(
+                "the compressed update of clients {clients:?} does not decode: {malformed}"
+            ))
+        })?;
+    Ok(sent.iter().zip(change).map(|(s, c)| s + c).collect())
+}

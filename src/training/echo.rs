@@ -98,6 +98,7 @@ impl Shared {
                 steps: 1,
                 params: job.model.to_vec(),
                 extras: Default::default(),
+                encoded: Vec::new(),
             })
         });
         self.answers

@@ -16,6 +16,7 @@ use super::{
     answer,
 };
 use burn::tensor::Device;
+use rand_chacha::ChaCha12Rng;
 
 use crate::backend::BackendKind;
 use crate::config::Attack;
@@ -26,8 +27,9 @@ use crate::local::session::SessionParts;
 use crate::local::{LocalData, LocalTraining, TrainError};
 use crate::model::{Net, flat};
 use crate::network::{ClientId, Tensors, Update};
+use crate::compression::{ENCODING, RESIDUAL};
 use crate::privacy::mechanism::ClientClipping;
-use crate::registry::ModelChoice;
+use crate::registry::{ModelChoice, UplinkCompression};
 use crate::seed::{Purpose, stream};
 use crate::states::{ClientStates, SpillError};
 use crate::stop::StopSignal;
@@ -62,6 +64,8 @@ pub struct TrainerSetup {
     pub personal: Option<Arc<PersonalSplit>>,
     /// What a private run's clients do to their trained models before they send them.
     pub privacy: Option<Arc<ClientClipping>>,
+    /// The compressor clients encode their changes with, where uploads are compressed.
+    pub compression: Option<UplinkCompression>,
 }
 
 /// A client's state that cannot be read or kept, as its training's error.
@@ -264,7 +268,6 @@ impl Shared {
         if let Some(split) = &setup.personal {
             split.keep(&params, &mut state);
         }
-        setup.states.put(job.client, state).map_err(state_lost)?;
         if let Some(privacy) = &setup.privacy {
             let said = privacy.apply(job.round, job.client, &job.model, &mut params, &job.extras);
             for (name, values) in said.iter() {
@@ -276,9 +279,28 @@ impl Shared {
             let key = (setup.seed, job.round, job.edge_round);
             attack.corrupt(key, job.client, anchor, &mut params);
         }
-        if let Some(split) = &setup.personal {
-            params = split.sharing.shared_of(&params);
-        }
+        let sent = match &setup.personal {
+            Some(split) => {
+                params = split.sharing.shared_of(&params);
+                split.sharing.shared_of(&job.model)
+            }
+            None => job.model.to_vec(),
+        };
+        let encoded = match &setup.compression {
+            Some(compression) => {
+                let mut rng = stream(
+                    setup.seed,
+                    ENCODING.at_edge_round(job.edge_round),
+                    job.round,
+                    job.client,
+                );
+                let change = encode_change(compression, &sent, &params, &mut state, &mut rng);
+                params = Vec::new();
+                change
+            }
+            None => Vec::new(),
+        };
+        setup.states.put(job.client, state).map_err(state_lost)?;
         let update = Update {
             round: job.round,
             clients: vec![job.client],
@@ -287,6 +309,7 @@ impl Shared {
             steps: result.steps,
             params,
             extras,
+            encoded,
         };
         Ok((net, update))
     }
@@ -329,4 +352,33 @@ impl Shared {
         let (attack, attackers) = self.setup.byzantine.as_ref()?;
         attackers[client].then_some(*attack)
     }
+}
+
+/// The bytes of a client's change from `sent` to `trained` as `compression` encodes it,
+/// drawing from `rng`. With error feedback, what the last encoding lost (kept in `state`) is
+/// added to the change first, and what this one loses kept in its place.
+fn encode_change(
+    compression: &UplinkCompression,
+    sent: &[f32],
+    trained: &[f32],
+    state: &mut Option<Tensors>,
+    rng: &mut ChaCha12Rng,
+) -> Vec<u8> {
+    let mut change: Vec<f32> = trained.iter().zip(sent).map(|(t, s)| t - s).collect();
+    let residual = state.as_ref().and_then(|s| s.get(RESIDUAL));
+    if let (true, Some(residual)) = (compression.error_feedback, residual) {
+        for (value, carried) in change.iter_mut().zip(residual) {
+            *value += carried;
+        }
+    }
+    let bytes = compression.compressor.encode(&change, rng);
+    if compression.error_feedback {
+        let decoded = compression
+            .compressor
+            .decode(&bytes, change.len())
+            .expect("a compressor decodes its own encoding");
+        let lost: Vec<f32> = change.iter().zip(decoded).map(|(c, d)| c - d).collect();
+        state.get_or_insert_with(Tensors::new).insert(RESIDUAL, lost);
+    }
+    bytes
 }
