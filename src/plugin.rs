@@ -1,6 +1,7 @@
 //! Everything a plug-in author needs, in one module: the stable surface of fedsim.
 //!
-//! A plug-in (an algorithm, a model, a data set or a partition scheme in a crate of its own)
+//! A plug-in (an algorithm, a model, a data set, a partition scheme or a compressor in a crate
+//! of its own)
 //! says `use fedsim::plugin::*;` and implements one of the traits here, registers it with a
 //! [`RegistryBuilder`], and checks it with the [`conformance`] kit. What this module names is
 //! what fedsim keeps working across its versions: the traits and their methods, the views a
@@ -17,6 +18,9 @@
 //! - **Models** ([`crate::model`]): an [`Architecture`] builds a [`Network`].
 //! - **Data** ([`crate::data`]): a [`DataSource`] loads a data set; a [`Partitioner`] splits it
 //!   among clients.
+//! - **Compression** ([`crate::compression`]): a [`Compressor`] encodes a client's change to the
+//!   model it was sent into the bytes its upload carries, and decodes them ([`Malformed`] where
+//!   they are not an encoding).
 //!
 //! The crates the traits are written in are here too, at the versions fedsim is built with:
 //! `burn` (a client half's tensors), `rand` and `rand_distr` (draws from a seeded
@@ -24,6 +28,7 @@
 //! parameters the conformance kit's `check_with` takes). Naming them through this module, rather
 //! than as dependencies of one's own, keeps their types fedsim's.
 
+pub use crate::compression::{Compressor, Malformed};
 pub use crate::config::check::Problems;
 pub use crate::conformance;
 pub use crate::data::{

@@ -228,6 +228,36 @@ fn each_validation_rule_names_its_field() {
             private(serde_json::json!({"clip": {"kind": "adaptive"}, "noise": "local"})),
             "privacy.clip.kind",
         ),
+        (
+            "/compression",
+            serde_json::json!({"uplink": {"name": "topk", "k": 200_000}}),
+            "compression.uplink.k",
+        ),
+        (
+            "/compression",
+            serde_json::json!({"uplink": {"name": "qsgd", "levels": 0}}),
+            "compression.uplink.levels",
+        ),
+        (
+            "/compression",
+            serde_json::json!({"uplink": {"name": "quantize", "bits": 12}}),
+            "compression.uplink.bits",
+        ),
+        (
+            "/compression",
+            serde_json::json!({"uplink": {"name": "randk", "unbiased": true}, "error_feedback": true}),
+            "compression.error_feedback",
+        ),
+        (
+            "/compression",
+            serde_json::json!({"uplink": {"name": "topk", "fraction": 0}}),
+            "compression.uplink.fraction",
+        ),
+        (
+            "/compression",
+            serde_json::json!({"uplink": {"name": "top_k"}}),
+            "compression.uplink",
+        ),
     ];
     for (pointer, value, expected) in cases {
         let set_field = |v: &mut serde_json::Value| {

@@ -36,7 +36,7 @@ pub use args::{
 };
 
 use crate::backend::BackendKind;
-use crate::config::ExperimentConfig;
+use crate::config::{ConfigError, ExperimentConfig};
 use crate::error::Error;
 use crate::experiment::Experiment;
 use crate::output::say;
@@ -166,6 +166,25 @@ fn load(
         overrides.push(format!("backend={}", backend.name()));
     }
     Ok(ExperimentConfig::load(experiment, &overrides, registry)?)
+}
+
+/// The experiment in the file `experiment`, with `overrides`, loaded and prepared to run. A
+/// rule that only the data and the model can be checked against (a compressor's count
+/// against the model's size) is named in the file, as validation's rules are.
+fn prepare(
+    experiment: &Path,
+    overrides: &[String],
+    backend: Option<BackendKind>,
+    registry: &Registry,
+) -> Result<Experiment, Error> {
+    let config = load(experiment, overrides, backend, registry)?;
+    Experiment::prepare(config, registry).map_err(|error| match error {
+        Error::Config(ConfigError::Invalid { path, errors }) if path.as_os_str().is_empty() => {
+            let path = experiment.to_path_buf();
+            Error::Config(ConfigError::Invalid { path, errors })
+        }
+        other => other,
+    })
 }
 
 /// The exit code of a command that failed with `error`: 2 for bad input, 1 for the rest.
@@ -325,9 +344,8 @@ fn partition(
     plot: Option<&Path>,
     registry: &Registry,
 ) -> Result<(), Failure> {
-    let experiment = load(&args.experiment, &args.overrides, None, registry)
-        .and_then(|config| Experiment::prepare(config, registry))
-        .map_err(|e| (e, None))?;
+    let experiment =
+        prepare(&args.experiment, &args.overrides, None, registry).map_err(|e| (e, None))?;
     let stats = experiment.partition_stats();
     let counts = &stats.label_counts;
     let classes = counts.first().map_or(0, Vec::len);

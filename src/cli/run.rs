@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Failure, RunArgs, load};
+use super::{Failure, RunArgs, prepare};
 use crate::config::Placement;
 use crate::connect::InProcess;
 use crate::experiment::{Experiment, Run, RunResult};
@@ -57,9 +57,8 @@ impl Job {
         ranks: usize,
     ) -> Result<(Job, Placement), Failure> {
         let experiment = args.experiment.as_deref().expect("clap requires it");
-        let experiment = load(experiment, &args.overrides, args.backend, registry)
-            .and_then(|config| Experiment::prepare(config, registry))
-            .map_err(|e| (e, None))?;
+        let experiment =
+            prepare(experiment, &args.overrides, args.backend, registry).map_err(|e| (e, None))?;
         // Placed before the folder is made: a run that cannot be placed leaves nothing behind.
         let placement = experiment.placement(ranks).map_err(|e| (e, None))?;
         let dir = args

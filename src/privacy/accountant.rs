@@ -342,6 +342,9 @@ mod tests {
             "{spent:?}"
         );
         assert_eq!(spent.order, 5.0);
+        let poisson = poisson(1.12, 256.0 / 60000.0, Series::Absolute);
+        let at_poisson = epsilon(&poisson, 60 * 234, 1e-5, Conversion::Balle2020);
+        assert!(spent.epsilon > at_poisson.epsilon);
     }
 
     #[test]

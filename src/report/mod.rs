@@ -223,6 +223,21 @@ fn curve_charts(
         },
         curves(plots::server_megabytes, accuracy),
     ));
+    // Where some runs compressed their uploads, the uploads' bytes tell them apart: the
+    // downlink, the same for all, would flatten the difference.
+    if configurations.iter().flat_map(|c| &c.runs).any(plots::compresses) {
+        specs.push((
+            "accuracy-by-uploaded-bytes.svg",
+            Axes {
+                title: "Test accuracy by the clients' uploads",
+                x: "MB uploaded over the server's links",
+                y: "test accuracy (%)",
+                y_scale: 100.0,
+                target,
+            },
+            curves(plots::uploaded_megabytes, accuracy),
+        ));
+    }
     // Private runs: accuracy against the privacy spent, for the configurations that spend it.
     let private: Vec<&Configuration> = configurations
         .iter()

@@ -10,7 +10,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::runs::{Configuration, Run};
-use crate::output::RoundRecord;
+use crate::output::{RoundRecord, TierTraffic};
 
 /// What drawing a chart can fail with (the SVG goes to a string, so only a plotting bug).
 pub type DrawError = Box<dyn std::error::Error>;
@@ -94,15 +94,31 @@ pub fn sim_time(run: &Run) -> Vec<f64> {
 
 /// The megabytes sent over the server's links, both ways, up to the end of each round.
 pub fn server_megabytes(run: &Run) -> Vec<f64> {
+    server_traffic(run, |t| t.bytes_down + t.bytes_up)
+}
+
+/// The megabytes the clients' uploads took over the server's links, up to the end of each
+/// round.
+pub fn uploaded_megabytes(run: &Run) -> Vec<f64> {
+    server_traffic(run, |t| t.bytes_up)
+}
+
+/// The running total, in megabytes, of `bytes` of the server tier's traffic at each round.
+fn server_traffic(run: &Run, bytes: fn(&TierTraffic) -> u64) -> Vec<f64> {
     let mut total = 0.0;
     run.records
         .iter()
         .map(|record| {
             let server = record.traffic.iter().find(|t| t.tier == "server");
-            total += server.map_or(0.0, |t| (t.bytes_down + t.bytes_up) as f64 / 1e6);
+            total += server.map_or(0.0, |t| bytes(t) as f64 / 1e6);
             total
         })
         .collect()
+}
+
+/// Whether `run` compressed its uploads (a `compression` section).
+pub fn compresses(run: &Run) -> bool {
+    run.config.get("compression").is_some_and(|c| !c.is_null())
 }
 
 /// The epsilon a private run had spent by the end of each round (`epsilon` among the round's
@@ -480,6 +496,29 @@ mod tests {
             records: vec![record(1, 0.5)],
         };
         assert!(!is_private(&plain));
+    }
+
+    #[test]
+    fn uploads_are_counted_apart_for_runs_that_compress() {
+        let mut first = record(1, 0.5);
+        let traffic = json!([{"tier": "server", "messages_down": 2, "bytes_down": 4_000_000,
+                              "messages_up": 2, "bytes_up": 1_000_000}]);
+        first.traffic = serde_json::from_value(traffic).unwrap();
+        let mut second = first.clone();
+        second.round = 2;
+        let run = Run {
+            dir: Default::default(),
+            config: json!({"compression": {"uplink": {"name": "topk"}}}),
+            records: vec![first, second],
+        };
+        assert!(compresses(&run));
+        assert_eq!(uploaded_megabytes(&run), [1.0, 2.0]);
+        assert_eq!(server_megabytes(&run), [5.0, 10.0]);
+        let plain = Run {
+            config: json!({"compression": null}),
+            ..run
+        };
+        assert!(!compresses(&plain));
     }
 
     #[test]

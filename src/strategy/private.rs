@@ -83,7 +83,7 @@ impl PrivateServer {
             seed,
             clients_per_round,
             update_noise,
-            clip: f64::from(privacy.clip.initial() as f32),
+            clip: privacy.clip.initial(),
             adaptive,
             accounting: privacy.accounting(num_clients, clients_per_round),
         })
