@@ -36,8 +36,8 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .algorithm(QFfl)?
         .algorithm(Median)?
         .algorithm(TrimmedMean)?
-        .algorithm(SignSgd)?
         .algorithm(Krum)?
+        .algorithm(SignSgd)?
         .algorithm(FedAsync)?
         .algorithm(FedBuff)?
         .algorithm(Oort)?
