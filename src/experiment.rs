@@ -29,10 +29,11 @@ use crate::registry::{
     self, AlgorithmChoice, DataChoice, ModelChoice, Origin, PartitionChoice, Registry,
     UplinkCompression,
 };
+use crate::secure::Masking;
 use crate::seed::{Purpose, stream};
 use crate::states::{ClientStates, StatesSnapshot};
 use crate::stop::StopSignal;
-use crate::strategy::{FreshModels, PrivateServer, Selector, ServerHalf, Setting};
+use crate::strategy::{FreshModels, PrivateServer, SecureServer, Selector, ServerHalf, Setting};
 use crate::topology::{
     self, ClientConditions, EvaluationPlan, FederationError, GroupSetup, Plan, ServerMode,
     ServerSetup, Spread, Start,
@@ -258,9 +259,22 @@ impl Experiment {
         PartitionStats::of(counts)
     }
 
-    /// Where the tiers run over `ranks` processes: the `placement` section or its rule.
+    /// Where the tiers run over `ranks` processes: the `placement` section or its rule; an
+    /// error for a securely aggregated run over several processes.
     pub fn placement(&self, ranks: usize) -> Result<Placement, Error> {
         let config = &self.config;
+        if ranks > 1 && config.secure_aggregation.is_some() {
+            // The server counts the protocol's played-out messages on its own links, which a
+            // run over several processes sets from the counts of the other ranks.
+            let problem = (
+                "secure_aggregation".to_string(),
+                format!(
+                    "is set; secure aggregation over {ranks} MPI processes is not built: run \
+                     it in one process"
+                ),
+            );
+            return Err(registry::invalid_in_code(vec![problem]).into());
+        }
         let topology = &config.topology;
         config
             .placement
@@ -398,6 +412,32 @@ impl Experiment {
         Setting::of(&self.config).with_fresh_models(self)
     }
 
+    /// What the clients and the server of a securely aggregated run agree on: a client's
+    /// weight is its share of the largest client's samples where the algorithm weighs by
+    /// samples.
+    fn masking(&self) -> Option<Masking> {
+        let secure = self.config.secure_aggregation.as_ref()?;
+        let federation = &self.config.federation;
+        let per_round = federation
+            .clients_per_round
+            .unwrap_or(federation.num_clients);
+        let half = self
+            .algorithm
+            .server_half(&self.setting(), self.layout().len());
+        let by_samples = match &half {
+            ServerHalf::Rounds(strategy) => SecureServer::weighs_by_samples(strategy.as_ref()),
+            ServerHalf::Asynchronous(_) => unreachable!("validation refuses asynchronous runs"),
+        };
+        let largest = self.partition.clients.iter().map(Vec::len).max();
+        Some(Masking::new(
+            self.config.seed,
+            secure.threshold(per_round),
+            secure.range,
+            largest.filter(|_| by_samples),
+            per_round,
+        ))
+    }
+
     /// What a private run's clients do to their trained models before they send them.
     fn client_clipping(&self) -> Option<ClientClipping> {
         let privacy = self.config.privacy.as_ref()?;
@@ -439,6 +479,13 @@ impl Experiment {
             )
             .expect("validation refuses an algorithm that cannot run privately");
             half = ServerHalf::Rounds(Box::new(private));
+        }
+        if let Some(masking) = self.masking()
+            && let ServerHalf::Rounds(strategy) = half
+        {
+            let secure = SecureServer::new(strategy, Arc::new(masking))
+                .expect("validation refuses an algorithm that cannot aggregate securely");
+            half = ServerHalf::Rounds(Box::new(secure));
         }
         let selector = half
             .selector()
@@ -602,6 +649,7 @@ impl Experiment {
             personal: self.personal.clone(),
             privacy: self.client_clipping().map(Arc::new),
             compression: self.compression.clone(),
+            secure: self.masking().map(Arc::new),
         };
         Trainer::new(setup, config.federation.num_parallels)
             .map_err(|e| Error::Threads(e.to_string()))
@@ -659,6 +707,7 @@ impl Experiment {
             client_states: states.clone(),
             sharing: self.personal.as_ref().map(|p| Arc::new(p.sharing.clone())),
             compression: self.compression.as_ref().map(|c| c.compressor.clone()),
+            secure_aggregation: config.secure_aggregation.is_some(),
             evaluation: Some(EvaluationPlan {
                 every: config.eval.every,
                 every_s: config.eval.every_s,

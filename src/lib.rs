@@ -87,6 +87,7 @@ pub mod output;
 pub mod plugin;
 pub mod privacy;
 pub mod registry;
+pub mod secure;
 pub mod seed;
 pub mod stop;
 pub mod strategy;

@@ -264,6 +264,24 @@ fn a_placement_that_splits_a_scheduler_from_its_group_changes_nothing() {
     );
 }
 
+#[test]
+fn secure_aggregation_over_several_ranks_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("refused");
+    let sets = [
+        r#"secure_aggregation={"threshold": 7}"#,
+        "federation.rounds=1",
+    ];
+    let refused = mpirun(2, &run_args(&out, &sets)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("secure_aggregation: is set; secure aggregation over 2 MPI processes"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "a refused run left a folder");
+}
+
 /// The fedsim process of `rank` that writes to `out`, found by the rank variable `mpirun` gives
 /// each process.
 fn pid_of_rank(rank: usize, out: &Path) -> Option<u32> {

@@ -236,6 +236,7 @@ impl Case {
                 evaluation: None,
                 sharing: None,
                 compression: None,
+                secure_aggregation: false,
             },
             topology: self.topology(),
             network: NetworkConfig {

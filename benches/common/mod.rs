@@ -84,6 +84,7 @@ pub fn trainer(
         personal: None,
         privacy: None,
         compression: None,
+        secure: None,
     };
     Trainer::new(setup, workers).expect("the pool starts")
 }
@@ -149,6 +150,7 @@ pub fn plan(
             evaluation: None,
             sharing: None,
             compression: None,
+            secure_aggregation: false,
         },
         topology,
         network: NetworkConfig::default(),

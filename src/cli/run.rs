@@ -169,6 +169,14 @@ pub(super) fn report(result: &RunResult) {
             summary.sim_time_s, summary.dropped_clients
         ));
     }
+    if !summary.aborted_rounds.is_empty() {
+        say(format_args!(
+            "  {} rounds ended without a new model: fewer clients than secure aggregation's \
+             threshold sent their inputs (rounds {:?})",
+            summary.aborted_rounds.len(),
+            summary.aborted_rounds
+        ));
+    }
 }
 
 /// Prints one tier's traffic, `(bytes, count)` down and up, under `label`; `unit` names what

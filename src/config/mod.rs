@@ -24,6 +24,7 @@ mod overrides;
 mod partition;
 mod placement;
 mod privacy;
+mod secure;
 pub mod strict_json;
 mod topology;
 mod work;
@@ -40,6 +41,7 @@ pub use optimizer::OptimizerConfig;
 pub use partition::PartitionConfig;
 pub use placement::{Placement, PlacementConfig};
 pub use privacy::{ClientSampling, ClipConfig, NoiseSite, PrivacyConfig};
+pub use secure::SecureAggregationConfig;
 pub use topology::{SchedulerMode, TopologyConfig};
 pub use work::{LocalWork, Work, WorkPlan};
 
@@ -111,6 +113,9 @@ pub struct ExperimentConfig {
     /// Client-level differential privacy: clipping, noise and the epsilon spent (DP-FedAvg).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub privacy: Option<PrivacyConfig>,
+    /// Secure aggregation: the server reads only the masked sum of the round's updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure_aggregation: Option<SecureAggregationConfig>,
     /// Failures to inject into clients or schedulers, to exercise error handling.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultConfig>,
@@ -714,6 +719,11 @@ impl Validate for ExperimentConfig {
         }
         if let Some(privacy) = &self.privacy {
             problems.at("privacy", |p| privacy.validate(&self.federation, p));
+        }
+        if let Some(secure) = &self.secure_aggregation {
+            problems.at("secure_aggregation", |p| {
+                secure.validate(&self.federation, p)
+            });
         }
         for (i, fault) in self.faults.iter().enumerate() {
             problems.at(&format!("faults[{i}]"), |p| fault.validate(self, p));

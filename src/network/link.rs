@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::message::HEADER_BYTES;
 use super::{ClientId, Envelope, Message, NodeId};
 
 /// Latency and bandwidth of a simulated connection. Transfers do not slow each other down:
@@ -137,6 +138,7 @@ impl Link {
             tx: down_tx,
             rx: up_rx,
             sent: link.down.clone(),
+            received: link.up.clone(),
             profiles: profiles.clone(),
         };
         let lower_end = LinkEnd {
@@ -144,6 +146,7 @@ impl Link {
             tx: up_tx,
             rx: down_rx,
             sent: link.up.clone(),
+            received: link.down.clone(),
             profiles,
         };
         (link, upper_end, lower_end)
@@ -175,6 +178,8 @@ pub struct LinkEnd {
     tx: flume::Sender<Envelope>,
     rx: flume::Receiver<Envelope>,
     sent: Arc<Counter>,
+    /// What the other end sends, for exchanges played out at this end.
+    received: Arc<Counter>,
     profiles: Arc<LinkProfiles>,
 }
 
@@ -196,6 +201,25 @@ impl LinkEnd {
             message,
         };
         self.tx.send(envelope).map_err(|_| Disconnected)
+    }
+
+    /// Counts a message of `sent` payload bytes from this end to `client` and one of
+    /// `received` bytes back, each with its header: an exchange the simulation plays out here
+    /// rather than sends (secure aggregation's key exchange and unmasking). Returns the
+    /// simulated seconds each takes across the link.
+    pub fn count_played_out(&self, client: ClientId, sent: u64, received: u64) -> (f64, f64) {
+        let profile = self
+            .profiles
+            .per_client
+            .get(&client)
+            .unwrap_or(&self.profiles.default);
+        let (sent, received) = (HEADER_BYTES + sent, HEADER_BYTES + received);
+        self.sent.add(sent);
+        self.received.add(received);
+        (
+            profile.transfer_seconds(sent),
+            profile.transfer_seconds(received),
+        )
     }
 
     /// Waits for the next message.

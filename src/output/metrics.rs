@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::network::{ClientId, Dropped, Traffic};
+use crate::secure;
 use crate::states::StateUsage;
 
 /// Traffic over one tier of links (all links between the server and its children, or all
@@ -274,6 +275,10 @@ pub struct Summary {
     /// What a private run spent over its rounds (see `privacy` in the experiment file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub privacy: Option<PrivacySpent>,
+    /// Rounds of a securely aggregated run that ended without a new model, because fewer
+    /// clients than the threshold sent their masked inputs (see `secure_aggregation`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aborted_rounds: Vec<u32>,
     /// Real time the rounds took, in seconds.
     pub wall_seconds: f64,
     /// The process's peak resident memory in bytes (its high-water mark, read when the
@@ -312,6 +317,11 @@ impl Summary {
             client_states: None,
             attackers: Vec::new(),
             privacy: None,
+            aborted_rounds: records
+                .iter()
+                .filter(|r| r.strategy.get(secure::ABORTED) == Some(&1.0))
+                .map(|r| r.round)
+                .collect(),
             wall_seconds: records.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0,
             peak_resident_bytes: peak_resident_bytes(),
         }

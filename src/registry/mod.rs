@@ -41,7 +41,7 @@ use crate::config::{
 };
 use crate::data::{DataContext, DataSource, Partitioner, SampleKind, SplitContext};
 use crate::model::Architecture;
-use crate::strategy::{Algorithm, EdgeAggregation, PrivateServer, Setting};
+use crate::strategy::{Algorithm, EdgeAggregation, PrivateServer, SecureServer, Setting};
 use algorithm::AlgorithmEntry;
 use component::Listing;
 use compressor::CompressorEntry;
@@ -454,6 +454,7 @@ impl Catalogue for Registry {
                 problems.extend(self.asynchronous_problems(&choice, config));
                 problems.extend(privacy_problems(&choice, config));
                 problems.extend(compression_problems(config));
+                problems.extend(secure_problems(&choice, config));
                 let natural = data.as_ref().is_some_and(DataChoice::has_natural_clients)
                     && config.partition.scheme == "natural";
                 problems.extend(unscored_personal_models(&choice, config, natural));
@@ -617,6 +618,71 @@ fn compression_problems(config: &ExperimentConfig) -> Vec<(String, String)> {
     problems
 }
 
+/// Why `config` cannot aggregate securely with `choice`, if it asks to: the server reads the
+/// sum of the round's changes from the clients it sent the round, directly below it, and
+/// nothing else of them.
+fn secure_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    if config.secure_aggregation.is_none() {
+        return problems;
+    }
+    let mut refuse = |field: &str, message: String| problems.push((field.to_string(), message));
+    let name = choice.name();
+    let setting = Setting::of(config);
+    let reads_mean = matches!(choice.edge_rule(), EdgeAggregation::MODELS)
+        && SecureServer::can_wrap(choice.server(&setting, 0).as_ref());
+    if !reads_mean {
+        refuse(
+            "strategy.name",
+            format!(
+                "{name:?} reads more of its clients than the mean of their models, and secure \
+                 aggregation shows the server only the sum: use an algorithm that averages \
+                 models (fedavg, fedavgm, fedadam, fedprox, …)"
+            ),
+        );
+    }
+    if !choice.personal_layers().names.is_empty() {
+        refuse(
+            "strategy.name",
+            format!(
+                "{name:?} keeps personal layers with each client; secure aggregation of the \
+                 shared layers alone is not built: use an algorithm without personal layers"
+            ),
+        );
+    }
+    if config.asynchronous.is_some() {
+        refuse(
+            "asynchronous",
+            "is set; secure aggregation unmasks the sum of a round's clients, and an \
+             asynchronous federation has no rounds: leave secure_aggregation or asynchronous out"
+                .to_string(),
+        );
+    }
+    if matches!(config.topology, TopologyConfig::Hierarchical { .. }) {
+        refuse(
+            "topology",
+            "is hierarchical; secure aggregation's key exchange runs between the server and \
+             the clients directly below it: use the flat topology"
+                .to_string(),
+        );
+    }
+    for (field, set) in [
+        ("compression", config.compression.is_some()),
+        ("privacy", config.privacy.is_some()),
+    ] {
+        if set {
+            refuse(
+                field,
+                format!(
+                    "is set; secure aggregation encodes each update itself, and combining it \
+                     with {field} is not built: leave one of them out"
+                ),
+            );
+        }
+    }
+    problems
+}
+
 /// Why `config` cannot run privately with `choice`, if it asks to: DP-FedAvg's noise covers
 /// the mean of the clients' clipped models, drawn uniformly each round of a federation whose
 /// clients are all online, and summed by the server itself.
@@ -632,7 +698,7 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
         EdgeAggregation::ROBUST => refuse(
             "strategy.name",
             format!(
-                "{name:?} is a robust rule: it reads every update whole, which differential                  privacy's noise on the sum of clipped changes does not cover; with privacy, use                  an algorithm that averages models (fedavg, fedavgm, fedadam, fedprox, …)"
+                "{name:?} is a robust rule: it reads every update whole, which differential privacy's noise on the sum of clipped changes does not cover; with privacy, use an algorithm that averages models (fedavg, fedavgm, fedadam, fedprox, …)"
             ),
         ),
         EdgeAggregation::MODELS => {
@@ -640,7 +706,7 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
                 refuse(
                     "strategy.name",
                     format!(
-                        "{name:?} reads more than the mean of the clients' models, which is all                          that differential privacy's noise covers"
+                        "{name:?} reads more than the mean of the clients' models, which is all that differential privacy's noise covers"
                     ),
                 );
             }
@@ -648,7 +714,7 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
         _ => refuse(
             "strategy.name",
             format!(
-                "{name:?} reads more of its clients than the mean of their models (each update,                  or tensors beside them), which differential privacy's noise does not cover; with                  privacy, use an algorithm that averages models (fedavg, fedavgm, fedadam,                  fedprox, …)"
+                "{name:?} reads more of its clients than the mean of their models (each update, or tensors beside them), which differential privacy's noise does not cover; with privacy, use an algorithm that averages models (fedavg, fedavgm, fedadam, fedprox, …)"
             ),
         ),
     }
@@ -656,14 +722,14 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
         refuse(
             "strategy.name",
             format!(
-                "{name:?} chooses its clients by what it has seen of them; the accountant's                  amplification by sampling needs each round's clients drawn uniformly"
+                "{name:?} chooses its clients by what it has seen of them; the accountant's amplification by sampling needs each round's clients drawn uniformly"
             ),
         );
     }
     if config.asynchronous.is_some() {
         refuse(
             "asynchronous",
-            "is set; the accountant counts rounds, and an asynchronous federation has none:              leave privacy or asynchronous out"
+            "is set; the accountant counts rounds, and an asynchronous federation has none: leave privacy or asynchronous out"
                 .to_string(),
         );
     }
@@ -674,14 +740,14 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
     {
         refuse(
             "topology.mode",
-            "is \"aggregate\"; a private run's server sums the clients' clipped changes itself:              use \"relay\" or the flat topology"
+            "is \"aggregate\"; a private run's server sums the clients' clipped changes itself: use \"relay\" or the flat topology"
                 .to_string(),
         );
     }
     if !config.availability.online.is_always() {
         refuse(
             "availability.online",
-            "is not \"always\"; the accountant's sampling rate is clients_per_round /              num_clients, which holds only while every client is online"
+            "is not \"always\"; the accountant's sampling rate is clients_per_round / num_clients, which holds only while every client is online"
                 .to_string(),
         );
     }

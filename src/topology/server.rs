@@ -10,10 +10,11 @@ use crate::checkpoint::InFlightState;
 use crate::config::FailurePolicy;
 use crate::history::{ClientHistory, Seen};
 use crate::network::{
-    ClientId, ClientInfo, Envelope, LinkEnd, Message, NodeId, Tensors, Update,
+    ClientId, ClientInfo, Dropped, Envelope, LinkEnd, Message, NodeId, Tensors, Update,
 };
 use crate::registry::CompressorChoice;
 use crate::output::{ProbedLoss, RoundRecord};
+use crate::secure::{Exchange, PARTICIPANTS};
 use crate::seed::{Purpose, stream};
 use crate::model::Sharing;
 use crate::states::{ClientStates, SpillError, StatesSnapshot};
@@ -128,6 +129,10 @@ pub struct ServerSetup {
     /// The compressor the clients encode their changes with, where uploads are compressed:
     /// the server decodes each against the model it sent.
     pub compression: Option<CompressorChoice>,
+    /// Whether rounds run secure aggregation: the downlink lists the round's participants,
+    /// and the key exchange before the round and the unmasking after it are charged on the
+    /// client links and the simulated clock.
+    pub secure_aggregation: bool,
 }
 
 /// When the server evaluates the global model, and what evaluates it.
@@ -410,10 +415,16 @@ impl Server {
         let online = self.await_online(roster)?;
         let (wanted, deadline_s) = self.round_shape(round, online.len());
         let (sampled, probed) = self.select(round, roster, &online, wanted, &global)?;
+        if self.setup.secure_aggregation {
+            self.exchange_keys(&sampled, roster);
+        }
         let deadline = deadline_s.map(|d| self.now + d);
         let sent = self.send_downlinks(round, &sampled, roster, &global, deadline)?;
         let collected = self.collect(round, &sampled, roster, deadline, &global, &sent)?;
         self.now = collected.finished;
+        if self.setup.secure_aggregation {
+            self.unmask(&sampled, &collected.dropped, roster);
+        }
         self.remember(round, roster, &collected.heard);
         let train_loss = collected.updates.train_loss();
         let skip = collected.updates.is_empty() && !self.rounds_strategy().aggregates_no_updates();
@@ -684,10 +695,20 @@ impl Server {
             .iter()
             .map(|&client| mode.own_downlink(client, global))
             .collect();
+        // Under secure aggregation every client learns whose keys to agree masks with.
+        let participants: Option<Vec<f32>> = self
+            .setup
+            .secure_aggregation
+            .then(|| sampled.iter().map(|&c| c as f32).collect());
         // What travels is made once per model sent, not once per message.
-        let travelling = |sent: Sent| Sent {
-            model: self.travelling(&sent.model),
-            extras: sent.extras,
+        let travelling = |mut sent: Sent| {
+            if let Some(participants) = &participants {
+                sent.extras.insert(PARTICIPANTS, participants.clone());
+            }
+            Sent {
+                model: self.travelling(&sent.model),
+                extras: sent.extras,
+            }
         };
         let mut models = SentModels::default();
         let addressed = if own.iter().all(Option::is_none) {
@@ -729,6 +750,47 @@ impl Server {
                 .map_err(|_| lost(child.node))?;
         }
         Ok(models)
+    }
+
+    /// Secure aggregation's key exchange among `sampled`, before the round: each client
+    /// advertises its public keys and the server sends every client all of them; then each
+    /// sends the others' sealed shares through the server, which forwards them. Each step waits
+    /// for the slowest client.
+    fn exchange_keys(&mut self, sampled: &[ClientId], roster: &Roster) {
+        let exchange = Exchange::of(sampled.len(), sampled.len());
+        let steps = [
+            (exchange.advertise_down, exchange.advertise_up),
+            (exchange.shares_down, exchange.shares_up),
+        ];
+        for (down, up) in steps {
+            self.now += self.played_out(sampled, roster, down, up);
+        }
+    }
+
+    /// Secure aggregation's unmasking, after the round's masked inputs: the server sends the
+    /// survivors their list and each answers with its shares.
+    fn unmask(&mut self, sampled: &[ClientId], dropped: &[Dropped], roster: &Roster) {
+        let gone: BTreeSet<ClientId> = dropped.iter().map(|d| d.client).collect();
+        let survivors: Vec<ClientId> = sampled
+            .iter()
+            .copied()
+            .filter(|c| !gone.contains(c))
+            .collect();
+        let exchange = Exchange::of(sampled.len(), survivors.len());
+        self.now += self.played_out(&survivors, roster, exchange.unmask_down, exchange.unmask_up);
+    }
+
+    /// Counts a message of `down` payload bytes to each of `clients` and one of `up` bytes
+    /// back on their links, and returns the simulated seconds of the slowest each way.
+    fn played_out(&self, clients: &[ClientId], roster: &Roster, down: u64, up: u64) -> f64 {
+        let (slowest_down, slowest_up) = clients
+            .iter()
+            .map(|client| {
+                let child = &self.children[roster.child_of[client]];
+                child.link.count_played_out(*client, down, up)
+            })
+            .fold((0.0, 0.0), |(d, u): (f64, f64), (down, up)| (d.max(down), u.max(up)));
+        slowest_down + slowest_up
     }
 
     /// What of `model` goes over the links: its shared values where the algorithm keeps

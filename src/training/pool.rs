@@ -30,6 +30,7 @@ use crate::network::{ClientId, Tensors, Update};
 use crate::compression::{ENCODING, RESIDUAL};
 use crate::privacy::mechanism::ClientClipping;
 use crate::registry::{ModelChoice, UplinkCompression};
+use crate::secure::{Masking, PARTICIPANTS};
 use crate::seed::{Purpose, stream};
 use crate::states::{ClientStates, SpillError};
 use crate::stop::StopSignal;
@@ -66,6 +67,8 @@ pub struct TrainerSetup {
     pub privacy: Option<Arc<ClientClipping>>,
     /// The compressor clients encode their changes with, where uploads are compressed.
     pub compression: Option<UplinkCompression>,
+    /// What clients mask their changes with, where the server aggregates securely.
+    pub secure: Option<Arc<Masking>>,
 }
 
 /// A client's state that cannot be read or kept, as its training's error.
@@ -286,8 +289,8 @@ impl Shared {
             }
             None => job.model.to_vec(),
         };
-        let encoded = match &setup.compression {
-            Some(compression) => {
+        let encoded = match (&setup.compression, &setup.secure) {
+            (Some(compression), _) => {
                 let mut rng = stream(
                     setup.seed,
                     ENCODING.at_edge_round(job.edge_round),
@@ -298,7 +301,19 @@ impl Shared {
                 params = Vec::new();
                 change
             }
-            None => Vec::new(),
+            (None, Some(masking)) => {
+                let participants = job.extras.expect(PARTICIPANTS);
+                let masked = masking.masked_change(
+                    job.round,
+                    job.client,
+                    participants,
+                    (&sent, &params),
+                    indices.len(),
+                );
+                params = Vec::new();
+                masked
+            }
+            (None, None) => Vec::new(),
         };
         setup.states.put(job.client, state).map_err(state_lost)?;
         let update = Update {
