@@ -185,6 +185,27 @@ fn a_secure_run_is_the_same_on_any_thread_count_and_after_a_kill_and_a_resume() 
 }
 
 #[test]
+fn adaptive_servers_and_personal_models_run_on_the_unmasked_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ["strategy.name=fedadam", "eval.client_test_fraction=0"],
+        ["strategy.name=ditto", "eval.client_test_fraction=0.2"],
+    ];
+    for (i, sets) in cases.iter().enumerate() {
+        let out = dir.path().join(i.to_string());
+        let all = [SECURE, "client.lr=0.1", sets[0], sets[1]];
+        let records = run(&out, 3, &all);
+        let last = records.last().unwrap();
+        assert_eq!(
+            number(last, &["strategy", "secagg_aborted"]),
+            0.0,
+            "{sets:?}"
+        );
+        assert!(number(last, &["test_accuracy"]) > 0.5, "{sets:?}: {last}");
+    }
+}
+
+#[test]
 fn sections_secure_aggregation_cannot_honour_are_refused_with_their_field() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("refused");
