@@ -428,13 +428,13 @@ impl Experiment {
             ServerHalf::Rounds(strategy) => SecureServer::weighs_by_samples(strategy.as_ref()),
             ServerHalf::Asynchronous(_) => unreachable!("validation refuses asynchronous runs"),
         };
-        let largest = self.partition.clients.iter().map(Vec::len).max();
+        // The samples each client trains on: its share of the training set, less any held out.
+        let largest = self.training.clients.iter().map(Vec::len).max();
         Some(Masking::new(
             self.config.seed,
             secure.threshold(per_round),
             secure.range,
             largest.filter(|_| by_samples),
-            per_round,
         ))
     }
 
@@ -707,7 +707,14 @@ impl Experiment {
             client_states: states.clone(),
             sharing: self.personal.as_ref().map(|p| Arc::new(p.sharing.clone())),
             compression: self.compression.as_ref().map(|c| c.compressor.clone()),
-            secure_aggregation: config.secure_aggregation.is_some(),
+            secure_aggregation: config.secure_aggregation.as_ref().map(|secure| {
+                let federation = &config.federation;
+                secure.threshold(
+                    federation
+                        .clients_per_round
+                        .unwrap_or(federation.num_clients),
+                )
+            }),
             evaluation: Some(EvaluationPlan {
                 every: config.eval.every,
                 every_s: config.eval.every_s,

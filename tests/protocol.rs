@@ -236,7 +236,7 @@ impl Case {
                 evaluation: None,
                 sharing: None,
                 compression: None,
-                secure_aggregation: false,
+                secure_aggregation: None,
             },
             topology: self.topology(),
             network: NetworkConfig {

@@ -138,10 +138,17 @@ fn dropped_clients_masks_are_recovered_and_too_few_survivors_end_the_round_on_th
         .fold(0.0f32, f32::max);
     assert!(largest < 1e-5, "the models differ by up to {largest}");
 
-    // Every client of every round must answer: any dropout ends the round without a model.
+    // Every client of every round must answer: any dropout ends the round without a model,
+    // and without the unmasking's messages.
     let strict = r#"secure_aggregation={"threshold": 10}"#;
+    let link = r#"network.client_link={"latency_ms": 50}"#;
+    let plain = run(
+        &dir.path().join("plain-aborted"),
+        3,
+        &["availability.dropout=0.3", link],
+    );
     let out = dir.path().join("aborted");
-    let aborted = run(&out, 3, &["availability.dropout=0.3", strict]);
+    let aborted = run(&out, 3, &["availability.dropout=0.3", link, strict]);
     let summary = common::summary(&out);
     let ended: Vec<u64> = summary["aborted_rounds"]
         .as_array()
@@ -156,6 +163,12 @@ fn dropped_clients_masks_are_recovered_and_too_few_survivors_end_the_round_on_th
             number(record, &["strategy", "secagg_aborted"]),
             f64::from(u8::from(lost))
         );
+    }
+    for (plain, secure) in plain.iter().zip(&aborted) {
+        let lost = !secure["dropped"].as_array().unwrap().is_empty();
+        let extra = number(secure, &["sim_round_s"]) - number(plain, &["sim_round_s"]);
+        let steps = if lost { 2.0 } else { 3.0 };
+        assert!((extra - steps * 0.1).abs() < 1e-9, "{extra} in {secure}");
     }
 }
 
@@ -209,7 +222,7 @@ fn adaptive_servers_and_personal_models_run_on_the_unmasked_mean() {
 fn sections_secure_aggregation_cannot_honour_are_refused_with_their_field() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("refused");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &[r#"secure_aggregation={"threshold": 11}"#],
             "secure_aggregation.threshold: is 11; must be 2 to federation.clients_per_round (10)",
@@ -217,6 +230,10 @@ fn sections_secure_aggregation_cannot_honour_are_refused_with_their_field() {
         (
             &[r#"secure_aggregation={"range": -1}"#],
             "secure_aggregation.range",
+        ),
+        (
+            &[SECURE, "federation.num_clients=16777217"],
+            "federation.num_clients: is 16777217; secure aggregation lists a round's clients",
         ),
         (&[SECURE, "strategy.name=krum"], "strategy.name"),
         (&[SECURE, "strategy.name=fedper"], "personal layers"),

@@ -150,7 +150,7 @@ pub fn plan(
             evaluation: None,
             sharing: None,
             compression: None,
-            secure_aggregation: false,
+            secure_aggregation: None,
         },
         topology,
         network: NetworkConfig::default(),

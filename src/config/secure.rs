@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 use super::FederationConfig;
 use super::check::{Problems, Validate};
 
+/// The most clients a securely aggregated federation may have: the downlink lists a round's
+/// participants by id in `f32`, which holds every integer up to 2^24.
+const MAX_CLIENTS: usize = 1 << 24;
+
 /// The default bound on each value of a client's weighted change.
 const DEFAULT_RANGE: f64 = 1.0;
 
@@ -24,7 +28,7 @@ pub struct SecureAggregationConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold: Option<usize>,
     /// Each value of a client's weighted change is clamped to `[−range, range]` before it is
-    /// quantised; the ring's resolution is `range / ⌊(2^31 − 1) / clients_per_round⌋`.
+    /// quantised; the ring's resolution is `range / ⌊(2^31 − 1) / n⌋` in a round of `n` clients.
     #[serde(default = "default_range")]
     pub range: f64,
 }
@@ -45,6 +49,17 @@ impl Validate for SecureAggregationConfig {
 
     fn validate(&self, federation: &FederationConfig, problems: &mut Problems) {
         problems.positive("range", self.range);
+        // The downlink lists the round's participants as `f32`, exact to 2^24.
+        if federation.num_clients > MAX_CLIENTS {
+            problems.add_elsewhere(
+                "federation.num_clients",
+                format!(
+                    "is {}; secure aggregation lists a round's clients by id, which it can for \
+                     federations of up to {MAX_CLIENTS} clients",
+                    federation.num_clients
+                ),
+            );
+        }
         let per_round = federation
             .clients_per_round
             .unwrap_or(federation.num_clients);

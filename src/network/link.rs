@@ -55,10 +55,15 @@ pub struct LinkProfiles {
 impl LinkProfiles {
     /// The profile a message crosses the link with.
     pub fn for_message(&self, message: &Message) -> &LinkProfile {
-        message
-            .single_client()
-            .and_then(|client| self.per_client.get(&client))
-            .unwrap_or(&self.default)
+        match message.single_client() {
+            Some(client) => self.for_client(client),
+            None => &self.default,
+        }
+    }
+
+    /// The profile of messages that concern `client` alone.
+    pub fn for_client(&self, client: ClientId) -> &LinkProfile {
+        self.per_client.get(&client).unwrap_or(&self.default)
     }
 }
 
@@ -208,11 +213,7 @@ impl LinkEnd {
     /// rather than sends (secure aggregation's key exchange and unmasking). Returns the
     /// simulated seconds each takes across the link.
     pub fn count_played_out(&self, client: ClientId, sent: u64, received: u64) -> (f64, f64) {
-        let profile = self
-            .profiles
-            .per_client
-            .get(&client)
-            .unwrap_or(&self.profiles.default);
+        let profile = self.profiles.for_client(client);
         let (sent, received) = (HEADER_BYTES + sent, HEADER_BYTES + received);
         self.sent.add(sent);
         self.received.add(received);

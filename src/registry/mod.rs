@@ -78,7 +78,8 @@ pub enum RegistryError {
     },
     /// The name cannot be written in an experiment file as the other names are.
     #[error(
-        "the {kind} name {name:?} must be lowercase letters, digits, _ and - (starting with a letter)"
+        "the {kind} name {name:?} must be lowercase letters, digits, _ and - (starting with a \
+         letter)"
     )]
     BadName {
         /// What kind of component.
@@ -698,7 +699,9 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
         EdgeAggregation::ROBUST => refuse(
             "strategy.name",
             format!(
-                "{name:?} is a robust rule: it reads every update whole, which differential privacy's noise on the sum of clipped changes does not cover; with privacy, use an algorithm that averages models (fedavg, fedavgm, fedadam, fedprox, …)"
+                "{name:?} is a robust rule: it reads every update whole, which differential \
+                 privacy's noise on the sum of clipped changes does not cover; with privacy, use \
+                 an algorithm that averages models (fedavg, fedavgm, fedadam, fedprox, …)"
             ),
         ),
         EdgeAggregation::MODELS => {
@@ -706,7 +709,8 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
                 refuse(
                     "strategy.name",
                     format!(
-                        "{name:?} reads more than the mean of the clients' models, which is all that differential privacy's noise covers"
+                        "{name:?} reads more than the mean of the clients' models, which is all \
+                         that differential privacy's noise covers"
                     ),
                 );
             }
@@ -714,7 +718,10 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
         _ => refuse(
             "strategy.name",
             format!(
-                "{name:?} reads more of its clients than the mean of their models (each update, or tensors beside them), which differential privacy's noise does not cover; with privacy, use an algorithm that averages models (fedavg, fedavgm, fedadam, fedprox, …)"
+                "{name:?} reads more of its clients than the mean of their models (each update, \
+                 or tensors beside them), which differential privacy's noise does not cover; with \
+                 privacy, use an algorithm that averages models (fedavg, fedavgm, fedadam, \
+                 fedprox, …)"
             ),
         ),
     }
@@ -722,14 +729,16 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
         refuse(
             "strategy.name",
             format!(
-                "{name:?} chooses its clients by what it has seen of them; the accountant's amplification by sampling needs each round's clients drawn uniformly"
+                "{name:?} chooses its clients by what it has seen of them; the accountant's \
+                 amplification by sampling needs each round's clients drawn uniformly"
             ),
         );
     }
     if config.asynchronous.is_some() {
         refuse(
             "asynchronous",
-            "is set; the accountant counts rounds, and an asynchronous federation has none: leave privacy or asynchronous out"
+            "is set; the accountant counts rounds, and an asynchronous federation has none: leave \
+             privacy or asynchronous out"
                 .to_string(),
         );
     }
@@ -740,14 +749,16 @@ fn privacy_problems(choice: &AlgorithmChoice, config: &ExperimentConfig) -> Vec<
     {
         refuse(
             "topology.mode",
-            "is \"aggregate\"; a private run's server sums the clients' clipped changes itself: use \"relay\" or the flat topology"
+            "is \"aggregate\"; a private run's server sums the clients' clipped changes itself: \
+             use \"relay\" or the flat topology"
                 .to_string(),
         );
     }
     if !config.availability.online.is_always() {
         refuse(
             "availability.online",
-            "is not \"always\"; the accountant's sampling rate is clients_per_round / num_clients, which holds only while every client is online"
+            "is not \"always\"; the accountant's sampling rate is clients_per_round / \
+             num_clients, which holds only while every client is online"
                 .to_string(),
         );
     }
@@ -770,7 +781,8 @@ fn edge_problem(choice: &AlgorithmChoice, topology: &TopologyConfig) -> Option<(
         EdgeAggregation::Unsupported(reason) => Some((
             "strategy.name".to_string(),
             format!(
-                "{name:?} cannot run under aggregating schedulers ({reason}); use topology.mode \"relay\" or the flat topology"
+                "{name:?} cannot run under aggregating schedulers ({reason}); use topology.mode \
+                 \"relay\" or the flat topology"
             ),
         )),
         EdgeAggregation::Mean {
@@ -779,7 +791,8 @@ fn edge_problem(choice: &AlgorithmChoice, topology: &TopologyConfig) -> Option<(
         } if edge_rounds > 1 => Some((
             "topology.edge_rounds".to_string(),
             format!(
-                "is {edge_rounds}; {name:?} sends more than a model up, so an aggregating scheduler can run only 1 edge round"
+                "is {edge_rounds}; {name:?} sends more than a model up, so an aggregating \
+                 scheduler can run only 1 edge round"
             ),
         )),
         EdgeAggregation::Mean { .. } => None,
@@ -984,7 +997,8 @@ mod tests {
         let error = builder.algorithm(Renamed("mine")).err().unwrap();
         assert_eq!(
             error.to_string(),
-            "say which crate registers the algorithm \"mine\" first: builder.origin(fedsim::origin!())"
+            "say which crate registers the algorithm \"mine\" first: \
+             builder.origin(fedsim::origin!())"
         );
         builder.origin(Origin::new("mine", "0.1.0"));
         let error = builder.algorithm(Renamed("scaffold")).err().unwrap();

@@ -26,9 +26,11 @@ const SECRETS: Purpose = Purpose::new("secagg-secrets");
 /// The random coefficients of each client's sharing polynomials.
 const SHARING: Purpose = Purpose::new("secagg-sharing");
 
-/// Bytes of a public key, a share and a client id in the messages the protocol adds.
+/// Bytes of a public key: an element of the 61-bit group, in eight bytes.
 const KEY_BYTES: u64 = 8;
+/// Bytes of a Shamir share: an element of the field, in eight bytes.
 const SHARE_BYTES: u64 = 8;
+/// Bytes of a client id in the protocol's messages.
 const ID_BYTES: u64 = 4;
 /// An authenticated encryption's nonce and tag, around each pair of shares a client sends
 /// another through the server.
@@ -113,6 +115,7 @@ impl SecureRound {
         survivors: &[ClientId],
         responders: &[ClientId],
     ) -> Result<Vec<u32>, Shortfall> {
+        debug_assert!(survivors.is_sorted(), "survivors in id order");
         if responders.len() < self.threshold {
             return Err(Shortfall {
                 answered: responders.len(),

@@ -50,7 +50,7 @@ impl SecureServer {
         for update in updates {
             let masked = from_bytes(&update.encoded)
                 .filter(|masked| masked.len() == sum.len())
-                .expect("the server admits only masked uploads of the model's length");
+                .expect("every client masks a vector of the model's length and its weight");
             add_into(&mut sum, &masked);
             survivors.extend(&update.clients);
         }
@@ -82,7 +82,7 @@ impl Strategy for SecureServer {
         };
         let mean: Vec<f32> = global
             .iter()
-            .zip(self.masking.mean_change(&plain))
+            .zip(self.masking.mean_change(&plain, round.sampled.len()))
             .map(|(&start, change)| (f64::from(start) + change) as f32)
             .collect();
         let input = Collected::Sums {

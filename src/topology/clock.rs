@@ -62,11 +62,7 @@ impl Clock {
 
     /// Simulated seconds `bytes` take from `client` up to the server.
     fn upload_seconds(&self, client: ClientId, bytes: u64) -> f64 {
-        let profile = self
-            .client_links
-            .per_client
-            .get(&client)
-            .unwrap_or(&self.client_links.default);
+        let profile = self.client_links.for_client(client);
         profile.transfer_seconds(bytes) + self.relay_seconds(bytes)
     }
 

@@ -129,10 +129,10 @@ pub struct ServerSetup {
     /// The compressor the clients encode their changes with, where uploads are compressed:
     /// the server decodes each against the model it sent.
     pub compression: Option<CompressorChoice>,
-    /// Whether rounds run secure aggregation: the downlink lists the round's participants,
-    /// and the key exchange before the round and the unmasking after it are charged on the
-    /// client links and the simulated clock.
-    pub secure_aggregation: bool,
+    /// The threshold of secure aggregation, where rounds run it: the downlink lists the
+    /// round's participants, and the key exchange before the round and the unmasking after it
+    /// (where at least the threshold survived) are charged on the client links and the clock.
+    pub secure_aggregation: Option<usize>,
 }
 
 /// When the server evaluates the global model, and what evaluates it.
@@ -415,15 +415,15 @@ impl Server {
         let online = self.await_online(roster)?;
         let (wanted, deadline_s) = self.round_shape(round, online.len());
         let (sampled, probed) = self.select(round, roster, &online, wanted, &global)?;
-        if self.setup.secure_aggregation {
+        if self.setup.secure_aggregation.is_some() {
             self.exchange_keys(&sampled, roster);
         }
         let deadline = deadline_s.map(|d| self.now + d);
         let sent = self.send_downlinks(round, &sampled, roster, &global, deadline)?;
         let collected = self.collect(round, &sampled, roster, deadline, &global, &sent)?;
         self.now = collected.finished;
-        if self.setup.secure_aggregation {
-            self.unmask(&sampled, &collected.dropped, roster);
+        if let Some(threshold) = self.setup.secure_aggregation {
+            self.unmask(&sampled, &collected.dropped, roster, threshold);
         }
         self.remember(round, roster, &collected.heard);
         let train_loss = collected.updates.train_loss();
@@ -699,7 +699,7 @@ impl Server {
         let participants: Option<Vec<f32>> = self
             .setup
             .secure_aggregation
-            .then(|| sampled.iter().map(|&c| c as f32).collect());
+            .map(|_| sampled.iter().map(|&c| c as f32).collect());
         // What travels is made once per model sent, not once per message.
         let travelling = |mut sent: Sent| {
             if let Some(participants) = &participants {
@@ -768,14 +768,24 @@ impl Server {
     }
 
     /// Secure aggregation's unmasking, after the round's masked inputs: the server sends the
-    /// survivors their list and each answers with its shares.
-    fn unmask(&mut self, sampled: &[ClientId], dropped: &[Dropped], roster: &Roster) {
+    /// survivors their list and each answers with its shares. With fewer survivors than the
+    /// threshold the server ends the round instead, and nothing is sent.
+    fn unmask(
+        &mut self,
+        sampled: &[ClientId],
+        dropped: &[Dropped],
+        roster: &Roster,
+        threshold: usize,
+    ) {
         let gone: BTreeSet<ClientId> = dropped.iter().map(|d| d.client).collect();
         let survivors: Vec<ClientId> = sampled
             .iter()
             .copied()
             .filter(|c| !gone.contains(c))
             .collect();
+        if survivors.len() < threshold {
+            return;
+        }
         let exchange = Exchange::of(sampled.len(), survivors.len());
         self.now += self.played_out(&survivors, roster, exchange.unmask_down, exchange.unmask_up);
     }
