@@ -417,10 +417,6 @@ impl Experiment {
     /// samples.
     fn masking(&self) -> Option<Masking> {
         let secure = self.config.secure_aggregation.as_ref()?;
-        let federation = &self.config.federation;
-        let per_round = federation
-            .clients_per_round
-            .unwrap_or(federation.num_clients);
         let half = self
             .algorithm
             .server_half(&self.setting(), self.layout().len());
@@ -432,7 +428,7 @@ impl Experiment {
         let largest = self.training.clients.iter().map(Vec::len).max();
         Some(Masking::new(
             self.config.seed,
-            secure.threshold(per_round),
+            secure.threshold(self.config.federation.round_size()),
             secure.range,
             largest.filter(|_| by_samples),
         ))
@@ -473,9 +469,7 @@ impl Experiment {
                 privacy,
                 self.config.seed,
                 federation.num_clients,
-                federation
-                    .clients_per_round
-                    .unwrap_or(federation.num_clients),
+                federation.round_size(),
             )
             .expect("validation refuses an algorithm that cannot run privately");
             half = ServerHalf::Rounds(Box::new(private));
@@ -590,10 +584,7 @@ impl Experiment {
         summary.attackers = self.attackers();
         summary.privacy = self.config.privacy.as_ref().map(|privacy| {
             let federation = &self.config.federation;
-            let per_round = federation
-                .clients_per_round
-                .unwrap_or(federation.num_clients);
-            let accounting = privacy.accounting(federation.num_clients, per_round);
+            let accounting = privacy.accounting(federation.num_clients, federation.round_size());
             PrivacySpent {
                 epsilon: accounting.epsilon_after(summary.rounds.into()).epsilon,
                 delta: privacy.delta,
@@ -678,10 +669,7 @@ impl Experiment {
                 clients_per_round: config.federation.clients_per_round.unwrap_or_default(),
                 poisson_rate: config.privacy.as_ref().and_then(|privacy| {
                     let federation = &config.federation;
-                    let per_round = federation
-                        .clients_per_round
-                        .unwrap_or(federation.num_clients);
-                    privacy.poisson_rate(federation.num_clients, per_round)
+                    privacy.poisson_rate(federation.num_clients, federation.round_size())
                 }),
                 deadline_s: config.availability.deadline_s,
             },
@@ -707,14 +695,10 @@ impl Experiment {
             client_states: states.clone(),
             sharing: self.personal.as_ref().map(|p| Arc::new(p.sharing.clone())),
             compression: self.compression.as_ref().map(|c| c.compressor.clone()),
-            secure_aggregation: config.secure_aggregation.as_ref().map(|secure| {
-                let federation = &config.federation;
-                secure.threshold(
-                    federation
-                        .clients_per_round
-                        .unwrap_or(federation.num_clients),
-                )
-            }),
+            secure_aggregation: config
+                .secure_aggregation
+                .as_ref()
+                .map(|secure| secure.threshold(config.federation.round_size())),
             evaluation: Some(EvaluationPlan {
                 every: config.eval.every,
                 every_s: config.eval.every_s,

@@ -312,6 +312,12 @@ fn is_default_state_memory(mb: &f64) -> bool {
 }
 
 impl FederationConfig {
+    /// The clients a round samples: `clients_per_round`, or every client where it is left out
+    /// (an asynchronous federation, which validation checks apart).
+    pub fn round_size(&self) -> usize {
+        self.clients_per_round.unwrap_or(self.num_clients)
+    }
+
     /// Bytes of memory the clients' states may take (`client_state_memory_mb`).
     pub fn client_state_budget(&self) -> u64 {
         (self.client_state_memory_mb * 1024.0 * 1024.0) as u64

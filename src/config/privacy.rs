@@ -197,9 +197,7 @@ impl Validate for PrivacyConfig {
             problems.positive("target_epsilon", target);
         }
         problems.at("clip", |p| self.clip.validate((), p));
-        let per_round = federation
-            .clients_per_round
-            .unwrap_or(federation.num_clients);
+        let per_round = federation.round_size();
         if let Some(count_std) = self.count_std(per_round) {
             if self.noise == NoiseSite::Local {
                 problems.add(

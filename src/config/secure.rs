@@ -60,9 +60,7 @@ impl Validate for SecureAggregationConfig {
                 ),
             );
         }
-        let per_round = federation
-            .clients_per_round
-            .unwrap_or(federation.num_clients);
+        let per_round = federation.round_size();
         let threshold = self.threshold(per_round);
         problems.require((2..=per_round).contains(&threshold), "threshold", || {
             format!(
