@@ -124,6 +124,9 @@ impl SecureRound {
         }
         // Any `threshold` answers will do: the server reads the first.
         let answering = &responders[..self.threshold];
+        // The survivors' public keys, which each dropped client's pair masks are agreed with.
+        let survivor_keys: Vec<(ClientId, u64)> =
+            survivors.iter().map(|&s| (s, self.public_key(s))).collect();
         for &client in &self.participants {
             let survived = survivors.binary_search(&client).is_ok();
             // A survivor's self-mask comes off; a dropped client's key gives its pair masks.
@@ -136,8 +139,8 @@ impl SecureRound {
             if survived {
                 apply_mask(&mut masked_sum, secret, true);
             } else {
-                for &survivor in survivors {
-                    let pair = field::agree(secret, self.public_key(survivor));
+                for &(survivor, public) in &survivor_keys {
+                    let pair = field::agree(secret, public);
                     apply_mask(&mut masked_sum, pair, survivor < client);
                 }
             }
@@ -194,7 +197,7 @@ mod tests {
 
     const SEED: u64 = 9;
 
-    /// Five clients' quantised inputs of eight values each.
+    /// Each participant's quantised input of eight values.
     fn inputs(participants: &[ClientId]) -> Vec<Vec<u32>> {
         let quantiser = Quantiser::new(1.0, participants.len());
         participants
@@ -204,6 +207,15 @@ mod tests {
                     .map(|i| quantiser.quantise(((c * 8 + i) as f64).sin()))
                     .collect()
             })
+            .collect()
+    }
+
+    /// Each participant's input masked, in participant order.
+    fn masked_inputs(protocol: &SecureRound, participants: &[ClientId]) -> Vec<Vec<u32>> {
+        participants
+            .iter()
+            .zip(inputs(participants))
+            .map(|(&c, x)| protocol.masked_input(c, &x))
             .collect()
     }
 
@@ -218,11 +230,7 @@ mod tests {
         let participants = vec![2, 3, 5, 8, 13];
         let protocol = SecureRound::new(SEED, 4, participants.clone(), 3);
         let plain = inputs(&participants);
-        let masked: Vec<Vec<u32>> = participants
-            .iter()
-            .zip(&plain)
-            .map(|(&c, x)| protocol.masked_input(c, x))
-            .collect();
+        let masked = masked_inputs(&protocol, &participants);
         let unmasked = protocol.unmask(ring_sum(masked.iter()), &participants, &participants);
         assert_eq!(unmasked, Ok(ring_sum(plain.iter())));
     }
@@ -244,11 +252,7 @@ mod tests {
         let threshold = 3;
         let protocol = SecureRound::new(SEED, 2, participants.clone(), threshold);
         let plain = inputs(&participants);
-        let masked: Vec<Vec<u32>> = participants
-            .iter()
-            .zip(&plain)
-            .map(|(&c, x)| protocol.masked_input(c, x))
-            .collect();
+        let masked = masked_inputs(&protocol, &participants);
         let mut recovered = 0;
         for kept in 0u32..1 << participants.len() {
             let survives = |i: usize| kept & (1 << i) != 0;
