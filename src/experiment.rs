@@ -10,8 +10,8 @@ use crate::checkpoint::{CHECKPOINT, InFlightState, RunState};
 use crate::config::Placement;
 use crate::config::{ClipConfig, ExperimentConfig, NoiseSite};
 use crate::connect::InProcess;
-use crate::data::partition::{Partition, PartitionError, PartitionStats};
-use crate::data::{ClientSplit, DataFile, Dataset, SplitInput, TrainTest};
+use crate::data::partition::{Partition, PartitionStats};
+
 use crate::error::Error;
 use crate::history::ClientHistory;
 use crate::model::Sharing;
@@ -39,7 +39,7 @@ use crate::topology::{
     ServerSetup, Spread, Start,
 };
 use crate::training::personal::PersonalSplit;
-use crate::training::{ClientStarts, ClientTests, TestEvaluator};
+use crate::training::{ClientStarts, TestEvaluator};
 use crate::training::{InjectedFaults, Trainer, TrainerSetup};
 
 /// The run folder's manifest file.
@@ -50,6 +50,13 @@ const CONFIG: &str = "config.json";
 
 /// The run folder's record of which client holds which samples.
 const PARTITION: &str = "partition.json";
+
+/// The run folder's list of the clients `eval.clients_sampled` drew.
+const EVAL_CLIENTS: &str = "eval_clients.json";
+
+mod held;
+
+use held::{Allocation, HeldData};
 
 /// An experiment with its data loaded and partitioned, ready to run.
 pub struct Experiment {
@@ -70,17 +77,9 @@ pub struct Experiment {
     /// The compressor each client's upload is encoded with, and whether its loss is fed back,
     /// where the `compression` section asks.
     compression: Option<UplinkCompression>,
-    train: Arc<Dataset>,
-    test: Arc<Dataset>,
-    partition: Arc<Partition>,
-    /// The partition less each client's held-out samples: what clients train on.
-    training: Arc<Partition>,
-    /// The samples each client is evaluated on, if any, and the split they are in: held out
-    /// of its training samples (`eval.client_test_fraction`), or the client's own test samples
-    /// where the data set defines its clients and the partition is natural.
-    client_tests: Option<ClientTests>,
-    /// The data files read, for the manifest.
-    files: Vec<DataFile>,
+    /// The data as the federation holds it: each client's training samples, the test samples,
+    /// and the test samples of each client scored.
+    held: HeldData,
     /// When each client is online.
     availability: Arc<Availability>,
 }
@@ -161,10 +160,10 @@ impl Experiment {
             .map_err(|(field, message)| {
                 registry::invalid_in_code(vec![(format!("availability.online.{field}"), message)])
             })?;
-        let data = data_set.load(&context)?;
+        let held = HeldData::prepare(&config, &data_set, &scheme, &context)?;
         // Arrays may hold images or rows: only now is it known whether the model fits them
         // (for the other data sets, validation has told).
-        let sample = data.train.shape().sample;
+        let sample = held.shape.sample;
         let model = registry
             .choose_model(&config.model, Some(sample.kind()))
             .map_err(|problems| {
@@ -173,25 +172,10 @@ impl Experiment {
                 Error::ModelDoesNotFit(format!("{source} holds {sample}; {field}: {message}"))
             })?;
         let layout = model
-            .layout(data.train.shape())
+            .layout(held.shape)
             .map_err(|unknown| Error::ModelDoesNotFit(unknown.to_string()))?;
-        let split = split_data(&config, &scheme, &data, context.split_seed)?;
-        let fraction = config.eval.client_test_fraction;
-        let (training, held_out) = split.train.hold_out(fraction, context.split_seed);
-        let (train, test) = (Arc::new(data.train), Arc::new(data.test));
-        let client_tests = match split.test {
-            _ if fraction > 0.0 => Some(ClientTests {
-                data: train.clone(),
-                held_out: Arc::new(held_out),
-            }),
-            Some(own) => Some(ClientTests {
-                data: test.clone(),
-                held_out: Arc::new(own),
-            }),
-            None => None,
-        };
         // A natural split may turn out, once read, to hold no test samples of its clients.
-        let natural = client_tests.is_some();
+        let natural = held.client_tests.is_some();
         if let Some(problem) = registry::unscored_personal_models(&algorithm, &config, natural) {
             return Err(registry::invalid_in_code(vec![problem]).into());
         }
@@ -228,12 +212,7 @@ impl Experiment {
             layout,
             personal,
             compression,
-            train,
-            test,
-            partition: Arc::new(split.train),
-            training: Arc::new(training),
-            client_tests,
-            files: data.files,
+            held,
             availability: Arc::new(availability),
         })
     }
@@ -243,20 +222,25 @@ impl Experiment {
         &self.config
     }
 
-    /// The split of the training set among clients.
-    pub fn partition(&self) -> &Partition {
-        &self.partition
+    /// The split of the training set among clients, where the data set is held whole (not
+    /// where its clients are made on demand).
+    pub fn partition(&self) -> Option<&Partition> {
+        match &self.held.allocation {
+            Allocation::Split { partition, .. } => Some(partition),
+            Allocation::OnDemand(..) => None,
+        }
     }
 
-    /// Per-client label counts and their spread.
-    pub fn partition_stats(&self) -> PartitionStats {
-        let counts = self
-            .partition
-            .clients
-            .iter()
-            .map(|indices| self.train.label_counts(indices))
-            .collect();
-        PartitionStats::of(counts)
+    /// What `partition_stats.json` holds: per-client label counts and their spread, or the
+    /// spread of the sample counts alone where clients are made on demand.
+    pub fn partition_stats(&self) -> Result<PartitionStats, Error> {
+        Ok(self.held.allocation.stats_at_start()?)
+    }
+
+    /// Per-client label counts and their spread, clients made on demand each made (in
+    /// parallel) to count theirs: for `fedsim partition` and reports' charts.
+    pub fn label_stats(&self) -> Result<PartitionStats, Error> {
+        Ok(self.held.allocation.stats()?)
     }
 
     /// Where the tiers run over `ranks` processes: the `placement` section or its rule; an
@@ -294,14 +278,17 @@ impl Experiment {
     ) -> Result<RunResult, Error> {
         let config = &self.config;
         folder.write_json(CONFIG, config)?;
-        let partition = self.partition.to_json();
+        let partition = self.held.allocation.to_json();
         folder.write_atomically(PARTITION, partition.as_bytes())?;
-        folder.write_json("partition_stats.json", &self.partition_stats())?;
+        folder.write_json("partition_stats.json", &self.partition_stats()?)?;
+        if let Some(clients) = &self.held.eval_clients {
+            folder.write_json(EVAL_CLIENTS, clients)?;
+        }
         let partition_sha256 = sha256_hex(partition.as_bytes());
         let manifest = Manifest {
             environment: Environment::current(),
             backend: config.backend.name().to_string(),
-            data_files: self.files.clone(),
+            data_files: self.held.files.clone(),
             partition_sha256: partition_sha256.clone(),
             command_line: command_line(),
             plugins: self.plugins(),
@@ -363,7 +350,7 @@ impl Experiment {
         if written.as_deref().map(sha256_hex).as_deref() == Some(digest) {
             return Ok(());
         }
-        folder.write_atomically(PARTITION, self.partition.to_json().as_bytes())?;
+        folder.write_atomically(PARTITION, self.held.allocation.to_json().as_bytes())?;
         let what = if written.is_some() {
             "was changed"
         } else {
@@ -425,7 +412,7 @@ impl Experiment {
             ServerHalf::Asynchronous(_) => unreachable!("validation refuses asynchronous runs"),
         };
         // The samples each client trains on: its share of the training set, less any held out.
-        let largest = self.training.clients.iter().map(Vec::len).max();
+        let largest = Some(self.held.clients.largest());
         Some(Masking::new(
             self.config.seed,
             secure.threshold(self.config.federation.round_size()),
@@ -607,8 +594,7 @@ impl Experiment {
     fn client_starts(&self, states: &Arc<ClientStates>) -> ClientStarts {
         ClientStarts {
             algorithm: self.algorithm.client(&self.setting()),
-            data: self.train.clone(),
-            training: self.training.clone(),
+            training: self.held.clients.clone(),
             client: self.config.client.clone(),
             seed: self.config.seed,
             states: states.clone(),
@@ -621,8 +607,7 @@ impl Experiment {
         let config = &self.config;
         let setup = TrainerSetup {
             seed: config.seed,
-            data: self.train.clone(),
-            partition: self.training.clone(),
+            clients: self.held.clients.clone(),
             model: self.model.clone(),
             client: config.client.clone(),
             algorithm: self.algorithm.client(&self.setting()),
@@ -703,11 +688,12 @@ impl Experiment {
                 every: config.eval.every,
                 every_s: config.eval.every_s,
                 evaluator: Box::new(TestEvaluator {
-                    test_data: self.test.clone(),
+                    test_data: self.held.test.clone(),
                     batch_size: config.eval.batch_size,
                     model: self.model.clone(),
                     backend: config.backend,
                     clients: self
+                        .held
                         .client_tests
                         .clone()
                         .map(|tests| (tests, self.client_starts(states))),
@@ -720,7 +706,10 @@ impl Experiment {
                 .compute
                 .speeds(config.seed, config.federation.num_clients),
         );
-        let num_samples: Vec<usize> = self.training.clients.iter().map(Vec::len).collect();
+        let training = &self.held.clients;
+        let num_samples: Vec<usize> = (0..training.num_clients())
+            .map(|client| training.len_of(client))
+            .collect();
         let conditions = ClientConditions {
             seed: config.seed,
             dropout: config.availability.dropout,
@@ -821,15 +810,16 @@ impl Resumable {
             .into());
         }
         let experiment = Experiment::prepare(config, registry)?;
-        let digests =
-            |files: &[DataFile]| files.iter().map(|f| f.sha256.clone()).collect::<Vec<_>>();
-        if digests(&experiment.files) != digests(&manifest.data_files) {
+        let digests = |files: &[crate::data::DataFile]| {
+            files.iter().map(|f| f.sha256.clone()).collect::<Vec<_>>()
+        };
+        if digests(&experiment.held.files) != digests(&manifest.data_files) {
             return Err(not_resumable(
                 "the data files differ from the ones the run read (see manifest.json)".to_string(),
             )
             .into());
         }
-        let partition = sha256_hex(experiment.partition.to_json().as_bytes());
+        let partition = sha256_hex(experiment.held.allocation.to_json().as_bytes());
         if partition != state.partition_sha256 {
             return Err(not_resumable(
                 "the data now splits into another partition than the run started with".to_string(),
@@ -882,7 +872,7 @@ impl Resumable {
         self.manifest.resumed.push(Resume {
             after_round: self.saved.state.round,
             environment: Environment::current(),
-            data_files: self.experiment.files.clone(),
+            data_files: self.experiment.held.files.clone(),
             command_line: command_line(),
         });
         folder.write_json(MANIFEST, &self.manifest)?;
@@ -1146,39 +1136,4 @@ fn read_json<T: serde::de::DeserializeOwned>(dir: &Path, name: &str) -> Result<T
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(bytes))
-}
-
-/// The training set of `data` split among the clients of `config` by `scheme`, each random
-/// choice drawn from the partition's stream of `split_seed`.
-fn split_data(
-    config: &ExperimentConfig,
-    scheme: &PartitionChoice,
-    data: &TrainTest,
-    split_seed: u64,
-) -> Result<ClientSplit, Error> {
-    let num_clients = config.federation.num_clients;
-    let labels = data.train.labels();
-    if num_clients > labels.len() {
-        return Err(PartitionError(format!(
-            "federation.num_clients {num_clients} exceeds the {} training samples; every client needs one",
-            labels.len()
-        ))
-        .into());
-    }
-    let input = SplitInput {
-        labels,
-        num_classes: data.train.num_classes(),
-        num_clients,
-        natural: data.natural.as_ref(),
-    };
-    let split = scheme.split(&input, &mut stream(split_seed, Purpose::PARTITION, 0, 0))?;
-    if split.train.num_clients() != num_clients {
-        return Err(PartitionError(format!(
-            "the {:?} scheme split the data among {} clients; federation.num_clients is {num_clients}",
-            scheme.name(),
-            split.train.num_clients()
-        ))
-        .into());
-    }
-    Ok(split)
 }

@@ -32,8 +32,8 @@ pub use crate::compression::{Compressor, Malformed};
 pub use crate::config::check::Problems;
 pub use crate::conformance;
 pub use crate::data::{
-    ClientSplit, DataContext, DataShape, DataSource, Partitioner, SampleKind, SampleShape,
-    SplitContext, SplitInput, TrainTest,
+    ClientSource, ClientSplit, DataContext, DataShape, DataSource, Dataset, OwnSamples,
+    Partitioner, Roster, SampleKind, SampleShape, SplitContext, SplitInput, TrainTest,
 };
 pub use crate::history::{ClientHistory, Seen};
 pub use crate::local::burn;

@@ -139,15 +139,13 @@ fn the_synthetic_data_trains_on_its_natural_clients_and_reruns_to_the_same_bits(
     assert_eq!(model_bytes(&runs[0]), model_bytes(&runs[1]));
     // Logistic regression on 60 features and 10 classes.
     assert_eq!(model_bytes(&runs[0]).len(), 4 * (60 * 10 + 10));
+    // The users are made when sampled: the run records each one's sample counts.
     let partition: Value =
         serde_json::from_str(&fs::read_to_string(runs[0].join("partition.json")).unwrap()).unwrap();
-    let clients = partition["clients"].as_array().unwrap();
+    let clients = partition["clients_on_demand"]["train"].as_array().unwrap();
     assert_eq!(clients.len(), 30);
     // Users' sizes follow a heavy-tailed law: they differ.
-    let sizes: Vec<usize> = clients
-        .iter()
-        .map(|c| c.as_array().unwrap().len())
-        .collect();
+    let sizes: Vec<u64> = clients.iter().map(|c| c.as_u64().unwrap()).collect();
     assert!(sizes.iter().max() > sizes.iter().min(), "{sizes:?}");
     assert!(summary(&runs[0])["final_accuracy"].as_f64().unwrap() > 0.2);
     // Each user is also evaluated on its own test samples.

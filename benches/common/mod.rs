@@ -12,7 +12,7 @@ use fedsim::config::ModelConfig;
 use fedsim::config::{ClientConfig, FailurePolicy, NetworkConfig, TopologyConfig};
 use fedsim::data::mnist::MNIST;
 use fedsim::data::partition::Partition;
-use fedsim::data::{Dataset, Normalization, TrainTest};
+use fedsim::data::{ClientData, Dataset, Normalization, TrainTest};
 use fedsim::history::ClientHistory;
 use fedsim::model::flat::initial_params;
 use fedsim::registry::{ModelChoice, Registry};
@@ -63,8 +63,10 @@ pub fn trainer(
         .collect();
     let setup = TrainerSetup {
         seed: 0,
-        data: data.clone(),
-        partition: Arc::new(Partition { clients }),
+        clients: ClientData::Pooled {
+            data: data.clone(),
+            clients: Arc::new(Partition { clients }),
+        },
         model: model.clone(),
         client: ClientConfig {
             epochs: 1,

@@ -62,7 +62,8 @@ class Experiment:
 
     @property
     def partition_stats(self) -> Dict[str, Any]:
-        """Per-client label counts and their spread, as ``partition_stats.json`` holds them."""
+        """Per-client label counts and their spread, as ``partition_stats.json`` holds them (the
+        spread of the sample counts alone where clients are made on demand)."""
         return json.loads(self._engine.partition_stats_json())
 
     @property

@@ -47,8 +47,8 @@ impl PyExperiment {
     /// Prepares `config` (loads and splits its data, with the lock released).
     fn prepare(py: Python<'_>, config: ExperimentConfig) -> PyResult<Self> {
         let experiment = prepare(py, &config)?;
-        let partition_stats =
-            serde_json::to_string(&experiment.partition_stats()).expect("stats serialise");
+        let stats = experiment.partition_stats().map_err(|e| to_python(py, e))?;
+        let partition_stats = serde_json::to_string(&stats).expect("stats serialise");
         let layout = serde_json::to_string(experiment.layout()).expect("a layout serialises");
         Ok(Self {
             config,

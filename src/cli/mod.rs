@@ -346,7 +346,7 @@ fn partition(
 ) -> Result<(), Failure> {
     let experiment =
         prepare(&args.experiment, &args.overrides, None, registry).map_err(|e| (e, None))?;
-    let stats = experiment.partition_stats();
+    let stats = experiment.label_stats().map_err(|e| (e, None))?;
     let counts = &stats.label_counts;
     let classes = counts.first().map_or(0, Vec::len);
     let header: String = (0..classes).map(|c| format!("{c:>6}")).collect();
@@ -364,7 +364,7 @@ fn partition(
         stats.samples_min,
         stats.samples_median,
         stats.samples_max,
-        stats.mean_label_entropy_bits,
+        stats.mean_label_entropy_bits.unwrap_or_default(),
         (classes as f64).log2()
     ));
     if let Some(path) = plot {

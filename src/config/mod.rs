@@ -390,6 +390,14 @@ pub struct EvalConfig {
     #[serde(default, skip_serializing_if = "is_zero")]
     #[schemars(extend("default" = 0.0))]
     pub client_test_fraction: f64,
+    /// Score this many clients on their own test samples, a seeded sample drawn once for the
+    /// run (its ids in the run folder's `eval_clients.json`), rather than every client: what a
+    /// federation of a million clients needs. Where a `natural` partition's test samples are
+    /// the clients' own (the synthetic set's users, FEMNIST's writers, Shakespeare's roles),
+    /// the global model's test accuracy is measured on the sampled clients' test samples too.
+    /// Default: every client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients_sampled: Option<usize>,
 }
 
 fn is_zero(value: &f64) -> bool {
@@ -407,6 +415,7 @@ impl Default for EvalConfig {
             every_s: None,
             batch_size: default_eval_batch(),
             client_test_fraction: 0.0,
+            clients_sampled: None,
         }
     }
 }
@@ -710,7 +719,7 @@ impl Validate for ExperimentConfig {
         problems.at("client", |p| {
             self.client.validate(self.availability.deadline_s, p)
         });
-        problems.at("eval", |p| self.eval.validate((), p));
+        problems.at("eval", |p| self.eval.validate(num_clients, p));
         problems.at("checkpoint", |p| self.checkpoint.validate((), p));
         problems.at("topology", |p| self.topology.validate(num_clients, p));
         problems.at("network", |p| self.network.validate(num_clients, p));
@@ -804,15 +813,27 @@ impl Validate for ClientConfig {
 }
 
 impl Validate for EvalConfig {
-    type Context<'a> = ();
+    /// `federation.num_clients`.
+    type Context<'a> = usize;
 
-    fn validate(&self, (): (), problems: &mut Problems) {
+    fn validate(&self, num_clients: usize, problems: &mut Problems) {
         problems.at_least_one("every", self.every.into());
         if let Some(every_s) = self.every_s {
             problems.positive("every_s", every_s);
         }
         problems.at_least_one("batch_size", self.batch_size as u64);
         problems.fraction_below("client_test_fraction", self.client_test_fraction, 1.0);
+        if let Some(sampled) = self.clients_sampled {
+            problems.require(
+                (1..=num_clients).contains(&sampled),
+                "clients_sampled",
+                || {
+                    format!(
+                        "is {sampled}; must be between 1 and federation.num_clients ({num_clients})"
+                    )
+                },
+            );
+        }
     }
 }
 

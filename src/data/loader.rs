@@ -3,11 +3,12 @@
 //! read from their files or made in their code, runs with every part of fedsim.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{DataError, SampleKind, TrainTest};
+use super::{ClientSource, DataError, SampleKind, TrainTest};
 use crate::config::check::Problems;
 
 /// A data set an experiment file can name, with its parameters beside the name:
@@ -50,6 +51,20 @@ pub trait DataSource: Send + Sync + 'static {
     /// Reads or makes the training and test splits, with the clients it defines if it does
     /// and the files it read (for the manifest).
     fn load(&self, params: &Self::Params, context: &DataContext) -> Result<TrainTest, DataError>;
+
+    /// Its clients made one at a time, each when it is sampled, rather than the whole data set
+    /// loaded up front: what lets a federation of a million clients run in a few hundred MB.
+    /// `None` (the default) loads it whole with [`load`](Self::load). Where a source gives
+    /// them, a `natural` partition reads its clients from here; each client must hold exactly
+    /// the samples `load` gives it, in the same order, so that both ways train to the same
+    /// bits.
+    fn clients_on_demand(
+        &self,
+        _params: &Self::Params,
+        _context: &DataContext,
+    ) -> Option<Arc<dyn ClientSource>> {
+        None
+    }
 
     /// Where the samples come from, as messages name it: "the mnist data set" by default.
     fn describe(&self, _params: &Self::Params) -> String {

@@ -9,6 +9,7 @@
 
 pub mod augment;
 pub mod cifar;
+pub mod clients;
 pub mod fetch;
 pub mod idx;
 pub mod leaf;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::check::Problems;
 
+pub use clients::{ClientData, ClientSamples, ClientSource, OwnSamples, Roster};
 pub use loader::{DataContext, DataSource};
 pub use partitioner::{ClientSplit, Partitioner, SplitContext, SplitInput};
 
@@ -427,6 +429,48 @@ impl Dataset {
             }
             labels.push(i64::from(self.labels[i]));
         }
+    }
+
+    /// The samples at `indices` of each of `parts`, one part after another, as one data set of
+    /// `shape` (without augmentation): the parts must agree on the shape and, for byte-valued
+    /// features, on what each byte stands for.
+    pub fn gathered(parts: &[(&Dataset, &[usize])], shape: DataShape) -> Dataset {
+        let len = shape.sample.len();
+        let sample = |i: usize| i * len..(i + 1) * len;
+        let labels = parts
+            .iter()
+            .flat_map(|(data, indices)| indices.iter().map(|&i| data.labels[i]))
+            .collect();
+        let features = match parts.first().map(|(data, _)| &data.features) {
+            Some(Features::Bytes {
+                feature_of_value, ..
+            }) => Features::Bytes {
+                values: parts
+                    .iter()
+                    .flat_map(|(data, indices)| {
+                        let Features::Bytes { values, .. } = &data.features else {
+                            panic!("parts to gather mix bytes and floats");
+                        };
+                        indices.iter().flat_map(|&i| &values[sample(i)])
+                    })
+                    .copied()
+                    .collect(),
+                feature_of_value: feature_of_value.clone(),
+            },
+            _ => Features::Floats(
+                parts
+                    .iter()
+                    .flat_map(|(data, indices)| {
+                        let Features::Floats(values) = &data.features else {
+                            panic!("parts to gather mix bytes and floats");
+                        };
+                        indices.iter().flat_map(|&i| &values[sample(i)])
+                    })
+                    .copied()
+                    .collect(),
+            ),
+        };
+        Self::new(features, labels, shape)
     }
 
     /// Turns each square byte image `i` by `quarter_turns(i)` quarter turns counterclockwise,

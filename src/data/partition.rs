@@ -48,14 +48,7 @@ impl Partition {
             .iter()
             .enumerate()
             .map(|(client, indices)| {
-                let n = indices.len();
-                let count = ((fraction * n as f64).round() as usize).clamp(1, n.max(2) - 1);
-                let count = if n < 2 { 0 } else { count };
-                let mut rng = stream(seed, CLIENT_TEST, 0, client);
-                let mut held = vec![false; n];
-                for i in rand::seq::index::sample(&mut rng, n, count) {
-                    held[i] = true;
-                }
+                let held = held_out_positions(indices.len(), fraction, seed, client);
                 let pick = |keep: bool| -> Vec<usize> {
                     indices
                         .iter()
@@ -332,6 +325,30 @@ impl Partition {
     }
 }
 
+/// How many of a client's `n` training samples [`Partition::hold_out`] holds out:
+/// `round(fraction * n)`, at least one and one fewer than `n`; none of one sample or with
+/// `fraction` 0.
+pub fn held_out_size(n: usize, fraction: f64) -> usize {
+    if n < 2 || fraction <= 0.0 {
+        return 0;
+    }
+    ((fraction * n as f64).round() as usize).clamp(1, n - 1)
+}
+
+/// Which of client `client`'s `n` training samples (by position) are held out, drawn from its
+/// own stream of `seed`.
+pub fn held_out_positions(n: usize, fraction: f64, seed: u64, client: usize) -> Vec<bool> {
+    let mut held = vec![false; n];
+    let count = held_out_size(n, fraction);
+    if count > 0 {
+        let mut rng = stream(seed, CLIENT_TEST, 0, client);
+        for i in rand::seq::index::sample(&mut rng, n, count) {
+            held[i] = true;
+        }
+    }
+    held
+}
+
 /// Cuts `items` into `parts` contiguous slices whose lengths differ by at most one.
 fn split_evenly<T>(items: &[T], parts: usize) -> impl Iterator<Item = &[T]> {
     let (base, extra) = (items.len() / parts, items.len() % parts);
@@ -363,17 +380,36 @@ pub struct PartitionStats {
     /// Samples of the largest client.
     pub samples_max: usize,
     /// The mean over clients of the entropy, in bits, of each client's label distribution:
-    /// `log2(C)` for clients holding every class equally, 0 for clients of one class.
-    pub mean_label_entropy_bits: f64,
-    /// `label_counts[client][class]`.
+    /// `log2(C)` for clients holding every class equally, 0 for clients of one class. Absent
+    /// where clients are made on demand, their labels unknown until each is made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_label_entropy_bits: Option<f64>,
+    /// `label_counts[client][class]`; empty where clients are made on demand.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub label_counts: Vec<Vec<usize>>,
 }
 
 impl PartitionStats {
+    /// The spread of the clients' sample counts, their labels unknown.
+    pub fn of_sizes(mut sizes: Vec<usize>) -> Self {
+        sizes.sort_unstable();
+        let clients = sizes.len();
+        Self {
+            clients,
+            samples_min: sizes.first().copied().unwrap_or(0),
+            samples_median: sizes
+                .get(clients.saturating_sub(1) / 2)
+                .copied()
+                .unwrap_or(0),
+            samples_max: sizes.last().copied().unwrap_or(0),
+            mean_label_entropy_bits: None,
+            label_counts: Vec::new(),
+        }
+    }
+
     /// The statistics of per-client label counts.
     pub fn of(label_counts: Vec<Vec<usize>>) -> Self {
-        let mut sizes: Vec<usize> = label_counts.iter().map(|c| c.iter().sum()).collect();
-        sizes.sort_unstable();
+        let sizes: Vec<usize> = label_counts.iter().map(|c| c.iter().sum()).collect();
         // Folded from +0.0: a client of one class has the single term -1 * log2(1) = -0.0,
         // and a sum that starts from -0.0, as `Iterator::sum` does, would keep that sign.
         let entropy = |counts: &Vec<usize>| {
@@ -389,19 +425,15 @@ impl PartitionStats {
         };
         let clients = label_counts.len();
         Self {
-            clients,
-            samples_min: sizes.first().copied().unwrap_or(0),
-            samples_median: sizes
-                .get(clients.saturating_sub(1) / 2)
-                .copied()
-                .unwrap_or(0),
-            samples_max: sizes.last().copied().unwrap_or(0),
-            mean_label_entropy_bits: label_counts
-                .iter()
-                .map(entropy)
-                .fold(0.0, |sum, bits| sum + bits)
-                / clients.max(1) as f64,
+            mean_label_entropy_bits: Some(
+                label_counts
+                    .iter()
+                    .map(entropy)
+                    .fold(0.0, |sum, bits| sum + bits)
+                    / clients.max(1) as f64,
+            ),
             label_counts,
+            ..Self::of_sizes(sizes)
         }
     }
 }
@@ -663,13 +695,16 @@ mod skew_tests {
             ),
             (3, 3, 10, 10)
         );
-        assert!((stats.mean_label_entropy_bits - 1.0 / 3.0).abs() < 1e-12);
+        assert!((stats.mean_label_entropy_bits.unwrap() - 1.0 / 3.0).abs() < 1e-12);
     }
 
     #[test]
     fn clients_of_one_label_have_an_entropy_of_plus_zero() {
         let stats = PartitionStats::of(vec![vec![0, 7], vec![3, 0]]);
-        assert_eq!(stats.mean_label_entropy_bits.to_bits(), 0.0_f64.to_bits());
+        assert_eq!(
+            stats.mean_label_entropy_bits.unwrap().to_bits(),
+            0.0_f64.to_bits()
+        );
         let json = serde_json::to_value(&stats).unwrap();
         assert_eq!(json["mean_label_entropy_bits"].to_string(), "0.0");
     }

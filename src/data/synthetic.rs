@@ -10,16 +10,21 @@
 //! each user's first 90% (after a shuffle) are training samples, the rest test samples. The
 //! users are the data set's natural clients.
 
+use std::sync::Arc;
+
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha12Rng;
 use rand_distr::{Distribution, LogNormal, Normal, StandardNormal};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::clients::{ClientSource, OwnSamples, Roster};
 use super::{
     DataContext, DataError, DataShape, DataSource, Dataset, NaturalClients, SampleKind,
     SampleShape, TrainTest,
 };
 use crate::config::check::Problems;
+use crate::network::ClientId;
 use crate::seed::{Purpose, stream};
 
 /// The draws that generate the data set; per user, so a user's samples depend only on the
@@ -97,6 +102,14 @@ impl DataSource for SyntheticData {
     ) -> Result<TrainTest, DataError> {
         Ok(params.generate(context.num_clients, context.seed))
     }
+
+    fn clients_on_demand(
+        &self,
+        params: &SyntheticConfig,
+        context: &DataContext,
+    ) -> Option<Arc<dyn ClientSource>> {
+        Some(Arc::new(params.users(context.num_clients, context.seed)))
+    }
 }
 
 /// Synthetic(alpha, beta)'s parameters.
@@ -156,33 +169,16 @@ impl SyntheticConfig {
     /// Generates `users` users' samples from `seed` (at most [`MAX_USERS`] users): the
     /// pooled training and test sets, and each user's samples in them.
     pub fn generate(&self, users: usize, seed: u64) -> TrainTest {
-        let shared = self.iid.then(|| {
-            let rng = &mut stream(seed, SHARED_MODEL, 0, 0);
-            Labelling::draw(self, 0.0, rng)
-        });
+        let generator = self.users(users, seed);
         let (mut train, mut test) = (Samples::default(), Samples::default());
         let mut natural = NaturalClients {
             train: Vec::with_capacity(users),
             test: Vec::with_capacity(users),
         };
         for user in 0..users {
-            let rng = &mut stream(seed, GENERATION, 0, user);
-            let mut samples = self.user_samples(shared.as_ref(), rng);
-            samples.shuffle(rng);
-            let train_len = (TRAIN_FRACTION * samples.len() as f64) as usize;
-            let (train_start, test_start) = (train.labels.len(), test.labels.len());
-            natural
-                .train
-                .push((train_start..train_start + train_len).collect());
-            let test_len = samples.len() - train_len;
-            natural
-                .test
-                .push((test_start..test_start + test_len).collect());
-            for (i, (features, label)) in samples.into_iter().enumerate() {
-                let split = if i < train_len { &mut train } else { &mut test };
-                split.features.extend(features);
-                split.labels.push(label);
-            }
+            let (own_train, own_test) = generator.user(user);
+            natural.train.push(train.append(own_train));
+            natural.test.push(test.append(own_test));
         }
         let shape = self.shape();
         TrainTest {
@@ -193,29 +189,87 @@ impl SyntheticConfig {
         }
     }
 
-    /// One user's samples, each its features and label, drawn from its own model and
-    /// feature distribution unless `shared` gives the IID ones.
-    fn user_samples(
-        &self,
-        shared: Option<&Labelling>,
-        rng: &mut ChaCha12Rng,
-    ) -> Vec<(Vec<f32>, u8)> {
-        let count = LogNormal::new(4.0, 2.0)
+    /// The `users` users of `seed`, made one at a time: each with the samples
+    /// [`generate`](Self::generate) gives it.
+    pub fn users(&self, users: usize, seed: u64) -> SyntheticUsers {
+        let shared = self.iid.then(|| {
+            let rng = &mut stream(seed, SHARED_MODEL, 0, 0);
+            Labelling::draw(self, 0.0, rng)
+        });
+        SyntheticUsers {
+            config: self.clone(),
+            seed,
+            users,
+            shared,
+        }
+    }
+}
+
+/// Synthetic(alpha, beta)'s users made one at a time, each from its own stream: the source of a
+/// federation too large to generate whole.
+pub struct SyntheticUsers {
+    config: SyntheticConfig,
+    seed: u64,
+    users: usize,
+    /// The IID variant's one labelling model.
+    shared: Option<Labelling>,
+}
+
+impl SyntheticUsers {
+    /// The stream user `user`'s samples are drawn from.
+    fn stream_of(&self, user: usize) -> ChaCha12Rng {
+        stream(self.seed, GENERATION, 0, user)
+    }
+
+    /// How many samples `user` holds, training and test together: its stream's first draw.
+    fn sample_count(rng: &mut ChaCha12Rng) -> usize {
+        LogNormal::new(4.0, 2.0)
             .expect("constant parameters")
             .sample(rng) as usize
-            + 50;
-        let (own, feature_mean) = match shared {
-            Some(_) => (None, vec![0.0; self.features]),
+            + 50
+    }
+
+    /// The number of `count` samples that are training samples.
+    fn train_len(count: usize) -> usize {
+        (TRAIN_FRACTION * count as f64) as usize
+    }
+
+    /// User `user`'s training and test samples: all its samples, shuffled, then cut.
+    fn user(&self, user: usize) -> (Samples, Samples) {
+        let rng = &mut self.stream_of(user);
+        let mut samples = self.samples(rng);
+        samples.shuffle(rng);
+        let train_len = Self::train_len(samples.len());
+        let (mut train, mut test) = (Samples::default(), Samples::default());
+        for (i, (features, label)) in samples.into_iter().enumerate() {
+            let split = if i < train_len { &mut train } else { &mut test };
+            split.features.extend(features);
+            split.labels.push(label);
+        }
+        (train, test)
+    }
+
+    /// One user's samples, each its features and label, drawn from its own model and
+    /// feature distribution unless the IID variant's shared one gives them.
+    fn samples(&self, rng: &mut ChaCha12Rng) -> Vec<(Vec<f32>, u8)> {
+        let config = &self.config;
+        let count = Self::sample_count(rng);
+        let (own, feature_mean) = match &self.shared {
+            Some(_) => (None, vec![0.0; config.features]),
             None => {
-                let model_mean = normal(0.0, self.alpha, rng);
-                let feature_center = normal(0.0, self.beta, rng);
-                let feature_mean = (0..self.features)
+                let model_mean = normal(0.0, config.alpha, rng);
+                let feature_center = normal(0.0, config.beta, rng);
+                let feature_mean = (0..config.features)
                     .map(|_| normal(feature_center, 1.0, rng))
                     .collect();
-                (Some(Labelling::draw(self, model_mean, rng)), feature_mean)
+                (Some(Labelling::draw(config, model_mean, rng)), feature_mean)
             }
         };
-        let labelling = shared.or(own.as_ref()).expect("one of the two is set");
+        let labelling = self
+            .shared
+            .as_ref()
+            .or(own.as_ref())
+            .expect("one of the two is set");
         (0..count)
             .map(|_| {
                 let x: Vec<f64> = feature_mean
@@ -231,6 +285,33 @@ impl SyntheticConfig {
                 (x.into_iter().map(|v| v as f32).collect(), label)
             })
             .collect()
+    }
+}
+
+impl ClientSource for SyntheticUsers {
+    fn shape(&self) -> DataShape {
+        self.config.shape()
+    }
+
+    fn roster(&self) -> Roster {
+        let counts = (0..self.users)
+            .into_par_iter()
+            .map(|user| {
+                let count = Self::sample_count(&mut self.stream_of(user));
+                let train = Self::train_len(count);
+                [train, count - train].map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+            })
+            .collect();
+        Roster::new(counts)
+    }
+
+    fn client(&self, client: ClientId) -> Result<OwnSamples, DataError> {
+        let shape = self.shape();
+        let (train, test) = self.user(client);
+        Ok(OwnSamples {
+            train: train.into_dataset(shape),
+            test: test.into_dataset(shape),
+        })
     }
 }
 
@@ -283,6 +364,14 @@ struct Samples {
 }
 
 impl Samples {
+    /// Appends `more`, giving the indices its samples take here.
+    fn append(&mut self, more: Samples) -> Vec<usize> {
+        let start = self.labels.len();
+        self.features.extend(more.features);
+        self.labels.extend(more.labels);
+        (start..self.labels.len()).collect()
+    }
+
     fn into_dataset(self, shape: DataShape) -> Dataset {
         Dataset::from_floats(self.features, self.labels, shape)
     }

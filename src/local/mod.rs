@@ -53,6 +53,9 @@ pub enum TrainError {
     /// read back (a full disk, say).
     #[error("its state cannot be kept: {0}")]
     StateLost(String),
+    /// The client's samples cannot be made (a data file read in place that cannot be read).
+    #[error("its samples cannot be made: {0}")]
+    SamplesLost(String),
     /// A failure injected by the experiment's `faults`.
     #[error("injected failure")]
     Injected,

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::component::Choice;
 use super::params::{Plugged, Read, WithParams, params_as_map, read_params};
 use crate::config::check::Problems;
-use crate::data::{DataContext, DataError, DataSource, SampleKind, TrainTest};
+use crate::data::{ClientSource, DataContext, DataError, DataSource, SampleKind, TrainTest};
 
 /// A data set with its parameters read: what an experiment loads. Cheap to clone.
 pub type DataChoice = Choice<dyn ChosenData>;
@@ -28,6 +28,11 @@ impl DataChoice {
     /// Where the samples come from, as messages name it.
     pub fn describe(&self) -> String {
         self.chosen.describe()
+    }
+
+    /// Its clients made one at a time, if it makes them so.
+    pub fn clients_on_demand(&self, context: &DataContext) -> Option<Arc<dyn ClientSource>> {
+        self.chosen.clients_on_demand(context)
     }
 
     /// Reads or makes its training and test splits, and checks that every feature is a finite
@@ -72,6 +77,8 @@ pub trait ChosenData: Send + Sync {
     fn check(&self, context: &DataContext, problems: &mut Problems);
     /// See [`DataSource::load`].
     fn load(&self, context: &DataContext) -> Result<TrainTest, DataError>;
+    /// See [`DataSource::clients_on_demand`].
+    fn clients_on_demand(&self, context: &DataContext) -> Option<Arc<dyn ClientSource>>;
 }
 
 impl<D: DataSource> DataEntry for Plugged<D> {
@@ -104,5 +111,9 @@ impl<D: DataSource> ChosenData for WithParams<D, D::Params> {
 
     fn load(&self, context: &DataContext) -> Result<TrainTest, DataError> {
         self.component.load(&self.params, context)
+    }
+
+    fn clients_on_demand(&self, context: &DataContext) -> Option<Arc<dyn ClientSource>> {
+        self.component.clients_on_demand(&self.params, context)
     }
 }

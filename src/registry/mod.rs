@@ -1236,7 +1236,7 @@ mod tests {
         };
         let config = experiment(serde_json::json!({"scheme": "round-robin"})).unwrap();
         let prepared = crate::experiment::Experiment::prepare(config, &registry).unwrap();
-        let clients = &prepared.partition().clients;
+        let clients = &prepared.partition().unwrap().clients;
         assert_eq!((clients[0][..2].to_vec(), clients[2][0]), (vec![0, 3], 2));
         assert_eq!(
             registry.partition_label(&prepared.config().partition),

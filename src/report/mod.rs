@@ -359,7 +359,8 @@ fn label_charts(
                 .and_then(|c| Experiment::prepare(c, registry).map_err(|e| e.to_string()))
                 .and_then(|experiment| {
                     let title = format!("Labels per client: {described}");
-                    plots::label_distribution(&experiment.partition_stats().label_counts, &title)
+                    let stats = experiment.label_stats().map_err(|e| e.to_string())?;
+                    plots::label_distribution(&stats.label_counts, &title)
                         .map_err(|e| e.to_string())
                 });
         match drawn {

@@ -1,6 +1,7 @@
 //! The upper server: samples clients, sends them the global model, aggregates their updates
 //! and evaluates the result, round after round.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -240,8 +241,12 @@ pub(super) struct Roster {
 }
 
 impl Roster {
-    /// `client` with its sample count.
+    /// `client` with its sample count: found at once where the ids run from 0 without a gap,
+    /// as a run's do, so that a round's look-ups do not grow with the federation.
     pub(super) fn info(&self, client: ClientId) -> ClientInfo {
+        if let Some(info) = self.clients.get(client).filter(|info| info.id == client) {
+            return *info;
+        }
         let index = self
             .clients
             .binary_search_by_key(&client, |c| c.id)
@@ -474,19 +479,18 @@ impl Server {
         &mut self,
         round: u32,
         roster: &Roster,
-        online: &[ClientId],
+        online: &[ClientInfo],
         wanted: usize,
         global: &Arc<[f32]>,
     ) -> Result<(Vec<ClientId>, Vec<ProbedLoss>), FederationError> {
-        let online: Vec<ClientInfo> = online.iter().map(|&c| roster.info(c)).collect();
         let mut rng = stream(self.setup.seed, Purpose::CLIENT_SAMPLING, round, 0);
         let history = &self.setup.history;
-        let candidates = Candidates::new(round, &online, wanted, history, self.now);
+        let candidates = Candidates::new(round, online, wanted, history, self.now);
         let mut asked = self.setup.selector.probe(&candidates, &mut rng);
         let probed = if asked.is_empty() {
             Vec::new()
         } else {
-            if let Some(detail) = misfit(&asked, &online, asked.len()) {
+            if let Some(detail) = misfit(&asked, online, asked.len()) {
                 let detail = format!("named to probe {detail}");
                 return Err(FederationError::Selection { round, detail });
             }
@@ -495,9 +499,9 @@ impl Server {
         };
         let history = &self.setup.history;
         let candidates =
-            Candidates::new(round, &online, wanted, history, self.now).with_probed(&probed);
+            Candidates::new(round, online, wanted, history, self.now).with_probed(&probed);
         let mut chosen = self.setup.selector.select(&candidates, &mut rng);
-        if let Some(detail) = misfit(&chosen, &online, wanted) {
+        if let Some(detail) = misfit(&chosen, online, wanted) {
             let detail = format!("chose {detail}");
             return Err(FederationError::Selection { round, detail });
         }
@@ -659,24 +663,29 @@ impl Server {
         Ok(record)
     }
 
-    /// The clients online now, in id order, after waiting on the simulated clock for the first
-    /// to come online if none is.
-    pub(super) fn await_online(
+    /// The clients online now with their sample counts, in id order, after waiting on the
+    /// simulated clock for the first to come online if none is: the roster itself, borrowed,
+    /// where every client is always online, so that a round does not copy the federation.
+    pub(super) fn await_online<'r>(
         &mut self,
-        roster: &Roster,
-    ) -> Result<Vec<ClientId>, FederationError> {
+        roster: &'r Roster,
+    ) -> Result<Cow<'r, [ClientInfo]>, FederationError> {
         let availability = &self.setup.availability;
-        let ids = || roster.ids.iter().copied();
-        let now = availability.online_among(ids(), self.now);
-        if !now.is_empty() {
-            return Ok(now);
+        if availability.is_always() {
+            return Ok(Cow::Borrowed(&roster.clients));
         }
-        let next = availability
-            .next_online_among(ids(), self.now)
-            .ok_or(FederationError::NoneOnline { at: self.now })?;
-        self.now = next;
-        Ok(self.setup.availability.online_among(ids(), next))
+        let ids = || roster.ids.iter().copied();
+        let mut online = availability.online_among(ids(), self.now);
+        if online.is_empty() {
+            let next = availability
+                .next_online_among(ids(), self.now)
+                .ok_or(FederationError::NoneOnline { at: self.now })?;
+            self.now = next;
+            online = availability.online_among(ids(), next);
+        }
+        Ok(Cow::Owned(online.iter().map(|&c| roster.info(c)).collect()))
     }
+
 
     /// Sends the round's model and extra tensors down: to a client group one downlink per
     /// sampled client (each client downloads its own copy), to a scheduler one listing its

@@ -12,8 +12,8 @@ use super::personal::PersonalSplit;
 use super::{ClientScores, ModelEvaluator};
 use crate::backend::BackendKind;
 use crate::config::ClientConfig;
-use crate::data::Dataset;
-use crate::data::partition::Partition;
+use crate::data::clients::Gathered;
+use crate::data::{ClientData, Dataset};
 use crate::local::batch::{Altered, batch};
 use crate::local::LocalData;
 use crate::model::{Net, flat};
@@ -118,16 +118,6 @@ fn hits(net: &Net, data: &Dataset, indices: &[usize], device: &Device) -> usize 
         .count()
 }
 
-/// The samples each client is evaluated on: held out of its training samples, or its own
-/// test samples where the data set defines them.
-#[derive(Clone)]
-pub struct ClientTests {
-    /// The split they are in.
-    pub data: Arc<Dataset>,
-    /// Each client's held-out indices (empty for a client that holds none).
-    pub held_out: Arc<Vec<Vec<usize>>>,
-}
-
 /// What a client half needs to pick the model a client starts from
 /// ([`ClientAlgorithm::start_from`]: IFCA measures each cluster model on the client's
 /// training samples), so that each client is scored with that model; and to build a
@@ -137,10 +127,8 @@ pub struct ClientTests {
 pub struct ClientStarts {
     /// The client half.
     pub algorithm: Arc<dyn ClientAlgorithm>,
-    /// The training set.
-    pub data: Arc<Dataset>,
     /// The samples each client trains on.
-    pub training: Arc<Partition>,
+    pub training: ClientData,
     /// The clients' local training settings (the learning rate a client is told, samples per
     /// forward pass, the optimiser that fine-tunes).
     pub client: ClientConfig,
@@ -164,9 +152,9 @@ pub struct TestEvaluator {
     pub model: ModelChoice,
     /// The backend that evaluates.
     pub backend: BackendKind,
-    /// Each client's test samples, to evaluate on every client too, and what picks the model
-    /// each client is scored with.
-    pub clients: Option<(ClientTests, ClientStarts)>,
+    /// The test samples of each client scored (held out of its training samples, or its own
+    /// where the data set defines them), and what picks the model each is scored with.
+    pub clients: Option<(Arc<Gathered>, ClientStarts)>,
 }
 
 impl ModelEvaluator for TestEvaluator {
@@ -190,11 +178,9 @@ impl ModelEvaluator for TestEvaluator {
             return Ok(None);
         };
         let device = self.backend.device();
-        let clients: Vec<ClientId> = (0..tests.held_out.len())
-            .filter(|&client| !tests.held_out[client].is_empty())
-            .collect();
-        let models = self.models_of(&clients, round, sent, starts, &device);
-        let Some(accuracy) = ClientAccuracy::of(&self.accuracies(&clients, &models, tests))
+        let clients: Vec<ClientId> = tests.clients.iter().map(|(client, _)| *client).collect();
+        let models = self.models_of(&clients, round, sent, starts, &device)?;
+        let Some(accuracy) = ClientAccuracy::of(&self.accuracies(&models, tests))
         else {
             return Ok(None);
         };
@@ -209,20 +195,15 @@ impl ModelEvaluator for TestEvaluator {
 }
 
 impl TestEvaluator {
-    /// The accuracy of each of `clients` on its test samples with its model in `models`. Each
-    /// distinct model scores the clients that use it, in client order.
-    fn accuracies(
-        &self,
-        clients: &[ClientId],
-        models: &[Arc<[f32]>],
-        tests: &ClientTests,
-    ) -> Vec<f64> {
+    /// The accuracy of each client of `tests` on its test samples with its model in `models`.
+    /// Each distinct model scores the clients that use it, in client order.
+    fn accuracies(&self, models: &[Arc<[f32]>], tests: &Gathered) -> Vec<f64> {
         let device = self.backend.device();
-        let mut accuracies = vec![0.0; clients.len()];
+        let mut accuracies = vec![0.0; tests.clients.len()];
         for (model, users) in distinct(models) {
             let per_client: Vec<&[usize]> = users
                 .iter()
-                .map(|&at| tests.held_out[clients[at]].as_slice())
+                .map(|&at| tests.clients[at].1.as_slice())
                 .collect();
             let scores = client_accuracies(
                 &self.model,
@@ -249,7 +230,7 @@ impl TestEvaluator {
         clients: &[ClientId],
         round: u32,
         sent: &dyn Fn(ClientId) -> Sent,
-        (tests, starts): (&ClientTests, &ClientStarts),
+        (tests, starts): (&Gathered, &ClientStarts),
     ) -> Result<Vec<f64>, String> {
         let sent: Vec<Sent> = clients.iter().map(|&client| sent(client)).collect();
         let (device, scoring) = (self.backend.training_device(), self.backend.device());
@@ -259,9 +240,11 @@ impl TestEvaluator {
         clients
             .par_iter()
             .zip(&sent)
+            .zip(&tests.clients)
             .map_init(
                 || (None, None),
-                |(net, scorer): &mut (Option<Net>, Option<Net>), (&client, sent)| {
+                |(net, scorer): &mut (Option<Net>, Option<Net>),
+                 ((&client, sent), (_, held_out))| {
                     let failed = |e: &dyn std::fmt::Display| {
                         format!("the personal model of client {client} in round {round}: {e}")
                     };
@@ -279,10 +262,11 @@ impl TestEvaluator {
                         lr: starts.client.lr,
                         personal: starts.personal.as_ref().map(|split| &split.sharing),
                     };
+                    let samples = starts.training.samples(client).map_err(|e| failed(&e))?;
                     let mut tuning = ExtraPasses {
                         local: LocalData {
-                            data: &starts.data,
-                            indices: &starts.training.clients[client],
+                            data: samples.data(),
+                            indices: samples.indices(),
                             flip_labels: false,
                         },
                         config: &starts.client,
@@ -301,7 +285,6 @@ impl TestEvaluator {
                         .take()
                         .unwrap_or_else(|| self.model.build(shape, &scoring));
                     let loaded = flat::load(empty, &model);
-                    let held_out = &tests.held_out[client];
                     let score = hits(&loaded, &tests.data, held_out, &scoring) as f64;
                     *scorer = Some(loaded);
                     Ok(score / held_out.len() as f64)
@@ -321,7 +304,7 @@ impl TestEvaluator {
         sent: &dyn Fn(ClientId) -> Sent,
         starts: &ClientStarts,
         device: &Device,
-    ) -> Vec<Arc<[f32]>> {
+    ) -> Result<Vec<Arc<[f32]>>, String> {
         let sent: Vec<Sent> = clients.iter().map(|&client| sent(client)).collect();
         clients
             .par_iter()
@@ -337,24 +320,27 @@ impl TestEvaluator {
                         lr: starts.client.lr,
                         personal: starts.personal.as_ref().map(|split| &split.sharing),
                     };
+                    let samples = starts.training.samples(client).map_err(|e| {
+                        format!("the samples of client {client} in round {round}: {e}")
+                    })?;
                     let local = LocalData {
-                        data: &starts.data,
-                        indices: &starts.training.clients[client],
+                        data: samples.data(),
+                        indices: samples.indices(),
                         flip_labels: false,
                     };
                     let mut loss_of = |params: &[f32]| {
                         let scratch = net
                             .take()
-                            .unwrap_or_else(|| self.model.build(starts.data.shape(), device));
+                            .unwrap_or_else(|| self.model.build(local.data.shape(), device));
                         let loaded = flat::load(scratch, params);
                         let loss = mean_loss(&loaded, local, starts.client.batch_size, device);
                         *net = Some(loaded);
                         loss
                     };
-                    match starts.algorithm.start_from(&view, &mut loss_of) {
+                    Ok(match starts.algorithm.start_from(&view, &mut loss_of) {
                         Some(start) => start.model.into(),
                         None => sent.model.clone(),
-                    }
+                    })
                 },
             )
             .collect()
@@ -451,6 +437,7 @@ mod tests {
     use super::*;
     use crate::backend::BackendKind;
     use crate::config::ModelConfig;
+    use crate::data::partition::Partition;
     use crate::data::{DataShape, SampleShape};
     use crate::model::flat::initial_params;
     use crate::network::Tensors;
@@ -501,16 +488,16 @@ mod tests {
         };
         let (a, b) = (draw(1), draw(2));
         let shares: Vec<Vec<usize>> = (0..5).map(|c| (c * 50..c * 50 + 50).collect()).collect();
-        let tests = ClientTests {
+        let training = ClientData::Pooled {
             data: data.clone(),
-            held_out: Arc::new(shares.clone()),
-        };
-        let starts = |algorithm: Arc<dyn ClientAlgorithm>| ClientStarts {
-            algorithm,
-            data: data.clone(),
-            training: Arc::new(Partition {
+            clients: Arc::new(Partition {
                 clients: shares.clone(),
             }),
+        };
+        let tests = Arc::new(training.gather(&[0, 1, 2, 3, 4]).unwrap());
+        let starts = |algorithm: Arc<dyn ClientAlgorithm>| ClientStarts {
+            algorithm,
+            training: training.clone(),
             client: ClientConfig {
                 batch_size: 32,
                 ..serde_json::from_str(r#"{"lr": 0.1}"#).unwrap()
@@ -564,7 +551,8 @@ mod tests {
             &both,
             &starts(Arc::new(crate::strategy::IfcaClient { clusters: 2 })),
             &device,
-        );
+        )
+        .unwrap();
         let net = |params: &[f32]| flat::load(model.build(data.shape(), &device), params);
         let (net_a, net_b) = (net(&a), net(&b));
         let mut expected = Vec::new();

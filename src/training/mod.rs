@@ -11,7 +11,7 @@ mod pool;
 
 pub use echo::{Answer, EchoTrainer};
 pub use evaluate::{
-    ClientStarts, ClientTests, TestEvaluator, client_accuracies, evaluate, mean_loss,
+    ClientStarts, TestEvaluator, client_accuracies, evaluate, mean_loss,
 };
 pub use pool::{Trainer, TrainerSetup};
 

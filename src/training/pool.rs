@@ -21,8 +21,7 @@ use rand_chacha::ChaCha12Rng;
 use crate::backend::BackendKind;
 use crate::config::Attack;
 use crate::config::ClientConfig;
-use crate::data::Dataset;
-use crate::data::partition::Partition;
+use crate::data::{ClientData, DataError};
 use crate::local::session::SessionParts;
 use crate::local::{LocalData, LocalTraining, TrainError};
 use crate::model::{Net, flat};
@@ -41,10 +40,8 @@ use crate::strategy::{ClientAlgorithm, ClientView, Start, Trained};
 pub struct TrainerSetup {
     /// The experiment seed.
     pub seed: u64,
-    /// The training set that the partition indexes.
-    pub data: Arc<Dataset>,
-    /// Which samples each client owns.
-    pub partition: Arc<Partition>,
+    /// The samples each client trains on.
+    pub clients: ClientData,
     /// The architecture.
     pub model: ModelChoice,
     /// Local training settings.
@@ -69,6 +66,11 @@ pub struct TrainerSetup {
     pub compression: Option<UplinkCompression>,
     /// What clients mask their changes with, where the server aggregates securely.
     pub secure: Option<Arc<Masking>>,
+}
+
+/// A client's samples that cannot be made, as its training's error.
+fn samples_lost(error: DataError) -> TrainError {
+    TrainError::SamplesLost(error.to_string())
 }
 
 /// A client's state that cannot be read or kept, as its training's error.
@@ -161,10 +163,11 @@ impl Shared {
             }
             None => None,
         };
+        let samples = setup.clients.samples(probe.client).map_err(samples_lost)?;
         self.on_this_worker(whole.as_deref().unwrap_or(&probe.model), |net, device| {
             let local = LocalData {
-                data: &setup.data,
-                indices: &setup.partition.clients[probe.client],
+                data: samples.data(),
+                indices: samples.indices(),
                 flip_labels: self
                     .attack_of(probe.client)
                     .is_some_and(Attack::flips_labels),
@@ -203,7 +206,7 @@ impl Shared {
     ) -> Result<(Net, Update), TrainError> {
         let setup = &self.setup;
         setup.faults.strike(job.round, job.client)?;
-        let indices = &setup.partition.clients[job.client];
+        let samples = setup.clients.samples(job.client).map_err(samples_lost)?;
         let purpose = Purpose::LOCAL_SHUFFLE.at_edge_round(job.edge_round);
         let mut rng = stream(setup.seed, purpose, job.round, job.client);
         let view = ClientView {
@@ -216,8 +219,8 @@ impl Shared {
         };
         let attack = self.attack_of(job.client);
         let local = LocalData {
-            data: &setup.data,
-            indices,
+            data: samples.data(),
+            indices: samples.indices(),
             flip_labels: attack.is_some_and(Attack::flips_labels),
         };
         let loss_at_global = setup
@@ -258,7 +261,7 @@ impl Shared {
             local,
             config: &setup.client,
             model: &setup.model,
-            shape: setup.data.shape(),
+            shape: setup.clients.shape(),
             rng: stream(setup.seed, Purpose::PERSONAL_PASS, job.round, job.client),
             net: &mut net,
             device,
@@ -308,7 +311,7 @@ impl Shared {
                     job.client,
                     participants,
                     (&sent, &params),
-                    indices.len(),
+                    samples.indices().len(),
                 );
                 params = Vec::new();
                 masked
@@ -319,7 +322,7 @@ impl Shared {
         let update = Update {
             round: job.round,
             clients: vec![job.client],
-            num_samples: indices.len(),
+            num_samples: samples.indices().len(),
             train_loss: result.mean_loss,
             steps: result.steps,
             params,
@@ -358,8 +361,7 @@ impl Shared {
 
     /// A model for a worker that has none yet.
     fn new_net(&self, device: &Device) -> Net {
-        let data = &self.setup.data;
-        self.setup.model.build(data.shape(), device)
+        self.setup.model.build(self.setup.clients.shape(), device)
     }
 
     /// The attack `client` makes, if it is a Byzantine client.
