@@ -35,7 +35,7 @@ pub struct OwnSamples {
     pub test: Dataset,
 }
 
-/// How many training and test samples each client holds: four bytes each.
+/// How many training and test samples each client holds: eight bytes a client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Roster {
     counts: Vec<[u32; 2]>,

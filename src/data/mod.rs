@@ -436,7 +436,23 @@ impl Dataset {
     /// features, on what each byte stands for.
     pub fn gathered(parts: &[(&Dataset, &[usize])], shape: DataShape) -> Dataset {
         let len = shape.sample.len();
-        let sample = |i: usize| i * len..(i + 1) * len;
+        // The values of every part's samples, each part's values as `of` reads them.
+        fn pick<T: Copy>(
+            parts: &[(&Dataset, &[usize])],
+            len: usize,
+            of: impl Fn(&Features) -> &[T],
+        ) -> Vec<T> {
+            parts
+                .iter()
+                .flat_map(|(data, indices)| {
+                    let values = of(&data.features);
+                    indices
+                        .iter()
+                        .flat_map(move |&i| &values[i * len..(i + 1) * len])
+                })
+                .copied()
+                .collect()
+        }
         let labels = parts
             .iter()
             .flat_map(|(data, indices)| indices.iter().map(|&i| data.labels[i]))
@@ -445,30 +461,16 @@ impl Dataset {
             Some(Features::Bytes {
                 feature_of_value, ..
             }) => Features::Bytes {
-                values: parts
-                    .iter()
-                    .flat_map(|(data, indices)| {
-                        let Features::Bytes { values, .. } = &data.features else {
-                            panic!("parts to gather mix bytes and floats");
-                        };
-                        indices.iter().flat_map(|&i| &values[sample(i)])
-                    })
-                    .copied()
-                    .collect(),
+                values: pick(parts, len, |features| match features {
+                    Features::Bytes { values, .. } => values,
+                    Features::Floats(_) => panic!("parts to gather mix bytes and floats"),
+                }),
                 feature_of_value: feature_of_value.clone(),
             },
-            _ => Features::Floats(
-                parts
-                    .iter()
-                    .flat_map(|(data, indices)| {
-                        let Features::Floats(values) = &data.features else {
-                            panic!("parts to gather mix bytes and floats");
-                        };
-                        indices.iter().flat_map(|&i| &values[sample(i)])
-                    })
-                    .copied()
-                    .collect(),
-            ),
+            _ => Features::Floats(pick(parts, len, |features| match features {
+                Features::Floats(values) => values,
+                Features::Bytes { .. } => panic!("parts to gather mix bytes and floats"),
+            })),
         };
         Self::new(features, labels, shape)
     }
@@ -564,5 +566,22 @@ mod tests {
         data.gather(&[2, 0], &mut features, &mut labels);
         assert_eq!(features, [3.0, 4.0, 0.0, 25.5]);
         assert_eq!(labels, [1, 2]);
+    }
+
+    #[test]
+    fn gathered_parts_hold_the_samples_asked_for_in_order_bytes_and_floats_alike() {
+        let shape = DataShape {
+            sample: SampleShape::Row(2),
+            num_classes: 3,
+        };
+        let bytes = Dataset::from_bytes(vec![1, 2, 3, 4, 5, 6], f32::from, vec![0, 1, 2], shape);
+        let floats = Dataset::from_floats(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], vec![0, 1, 2], shape);
+        for data in [&bytes, &floats] {
+            let joined = Dataset::gathered(&[(data, &[2, 0]), (data, &[1])], shape);
+            let (mut features, mut labels) = (Vec::new(), Vec::new());
+            joined.gather(&[0, 1, 2], &mut features, &mut labels);
+            assert_eq!(features, [5.0, 6.0, 1.0, 2.0, 3.0, 4.0]);
+            assert_eq!(labels, [2, 0, 1]);
+        }
     }
 }

@@ -102,8 +102,7 @@ impl Allocation {
                 .into_par_iter()
                 .map(|client| {
                     let train = source.client(client)?.train;
-                    let all: Vec<usize> = (0..train.len()).collect();
-                    Ok(train.label_counts(&all))
+                    Ok(train.label_counts(&Vec::from_iter(0..train.len())))
                 })
                 .collect::<Result<_, DataError>>()?,
         };
