@@ -15,7 +15,8 @@
 //!   trains ([`Selector`], handed [`Candidates`] with what the server has seen of each client:
 //!   [`ClientHistory`]). A client half that trains itself is handed a [`LocalTraining`]
 //!   session ([`crate::local`]).
-//! - **Models** ([`crate::model`]): an [`Architecture`] builds a [`Network`].
+//! - **Models** ([`crate::model`]): an [`Architecture`] builds a [`Network`], of burn's layers
+//!   or of the fast ones the built-ins are made of ([`crate::model::layers`]).
 //! - **Data** ([`crate::data`]): a [`DataSource`] loads a data set; a [`Partitioner`] splits it
 //!   among clients.
 //! - **Compression** ([`crate::compression`]): a [`Compressor`] encodes a client's change to the

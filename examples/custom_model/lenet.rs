@@ -6,28 +6,26 @@
 //!
 //! A model is two parts: the network, an ordinary burn module with a forward pass, and its
 //! architecture, which tells fedsim its name, hyperparameters, which data it takes and how
-//! to build it.
+//! to build it. The network is made of fedsim's layers (`fedsim::model::layers`), each a
+//! block that runs as one operation on fedsim's default backend; burn's `Conv2d`, `MaxPool2d`,
+//! `Linear` and `relu` would compute the same function, more slowly.
 
 use burn::module::Module;
-use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
-use burn::nn::{Linear, LinearConfig};
-use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 use fedsim::config::check::Problems;
 use fedsim::data::{DataShape, SampleKind, SampleShape};
+use fedsim::model::layers::{Activation, ConvPool, ConvPoolConfig, Dense, DenseConfig};
 use fedsim::model::{Architecture, Input, Net, Network, Outputs};
 use serde::{Deserialize, Serialize};
 
 /// The network.
 #[derive(Module, Debug)]
 pub struct LeNet {
-    conv1: Conv2d,
-    conv2: Conv2d,
-    pool: MaxPool2d,
-    fc1: Linear,
-    fc2: Linear,
-    fc3: Linear,
+    block1: ConvPool,
+    block2: ConvPool,
+    fc1: Dense,
+    fc2: Dense,
+    fc3: Dense,
 }
 
 impl LeNet {
@@ -36,10 +34,8 @@ impl LeNet {
         let Input::Images(images) = input else {
             unreachable!("LeNet takes images only, as its architecture says")
         };
-        let x = self.pool.forward(relu(self.conv1.forward(images)));
-        let x = self.pool.forward(relu(self.conv2.forward(x)));
-        let x = relu(self.fc1.forward(x.flatten(1, 3)));
-        relu(self.fc2.forward(x))
+        let x = self.block2.forward(self.block1.forward(images));
+        self.fc2.forward(self.fc1.forward(x.flatten(1, 3)))
     }
 }
 
@@ -116,12 +112,13 @@ impl Architecture for LeNetModel {
         let flat = 16 * after_block(after_block(height)) * after_block(after_block(width));
         let [first, second] = params.hidden;
         Net::new(LeNet {
-            conv1: Conv2dConfig::new([channels, 6], [5, 5]).init(device),
-            conv2: Conv2dConfig::new([6, 16], [5, 5]).init(device),
-            pool: MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init(),
-            fc1: LinearConfig::new(flat, first).init(device),
-            fc2: LinearConfig::new(first, second).init(device),
-            fc3: LinearConfig::new(second, shape.num_classes).init(device),
+            block1: ConvPoolConfig::new([channels, 6], 5).init(device),
+            block2: ConvPoolConfig::new([6, 16], 5).init(device),
+            fc1: DenseConfig::new(flat, first).init(device),
+            fc2: DenseConfig::new(first, second).init(device),
+            fc3: DenseConfig::new(second, shape.num_classes)
+                .with_activation(Activation::Identity)
+                .init(device),
         })
     }
 }

@@ -7,15 +7,15 @@
 //! of all time steps are one matrix product before the loop, and each step does a single
 //! product of the hidden state with the four gates' weights side by side: the same
 //! arithmetic in far fewer, larger operations. On burn-flex each layer runs as one operation
-//! of fedsim's own (`model/lstm_layer`).
+//! of fedsim's own: the public [`LstmLayer`].
 
 use burn::module::Module;
-use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
+use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear};
 use burn::tensor::{Device, Int, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::dense_layer::{Activation, dense_layer};
-use super::lstm_layer::lstm_layer;
+use super::layers::{LstmLayer, LstmLayerConfig};
 use super::mlp::{dense, nonzero_widths};
 use super::{Architecture, Input, Net, Network, Outputs, cannot_take};
 use crate::config::check::Problems;
@@ -105,15 +105,6 @@ pub struct CharLstm {
     output: Linear,
 }
 
-/// One LSTM layer, gates in the order input, forget, cell, output.
-#[derive(Module, Debug)]
-struct LstmLayer {
-    /// Input to the four gates' pre-activations `[inputs, 4 * units]`, with the gates' biases.
-    input: Linear,
-    /// Hidden state to the four gates' pre-activations `[units, 4 * units]`, without bias.
-    recurrent: Linear,
-}
-
 impl CharLstm {
     /// A model over a vocabulary of `shape.num_classes` characters (the classes are the next
     /// character), with zeroed parameters.
@@ -123,13 +114,7 @@ impl CharLstm {
         let layers = hidden
             .iter()
             .map(|&units| {
-                let layer = LstmLayer {
-                    input: dense(inputs, 4 * units, device),
-                    recurrent: LinearConfig::new(units, 4 * units)
-                        .with_bias(false)
-                        .with_initializer(Initializer::Zeros)
-                        .init(device),
-                };
+                let layer = LstmLayerConfig::new(inputs, units).init(device);
                 inputs = units;
                 layer
             })
@@ -153,7 +138,7 @@ impl CharLstm {
         // Time-major from here on, so that each step's rows are contiguous.
         let mut sequence = self.embedding.forward(tokens.swap_dims(0, 1));
         for layer in &self.layers {
-            sequence = lstm_layer(&layer.input, &layer.recurrent, sequence);
+            sequence = layer.forward(sequence);
         }
         let [steps, batch, units] = sequence.dims();
         sequence.narrow(0, steps - 1, 1).reshape([batch, units])

@@ -14,6 +14,7 @@ mod conv_pool;
 mod dense_layer;
 pub mod flat;
 mod flex;
+pub mod layers;
 pub mod lstm;
 mod lstm_layer;
 mod matrix;

@@ -9,6 +9,7 @@
 //! convolution of a tile is `[outputs, tile · height · width]`.
 
 use std::cell::RefCell;
+use std::ops::Range;
 
 use crate::model::matrix::{Matrix, multiply};
 
@@ -27,22 +28,25 @@ thread_local! {
 /// Marks a pooled value that ReLU zeroed, so that no gradient flows back through it.
 const INACTIVE: u8 = u8::MAX;
 
-/// The shape of one block: a stride-1 convolution with a square, odd kernel and "same" zero
-/// padding, then ReLU, then 2x2 max pooling with stride 2.
+/// The shape of one block: a stride-1 convolution with a square kernel and the same zero
+/// padding on every side, then ReLU, then 2x2 max pooling with stride 2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
     /// Images in the batch.
     pub images: usize,
     /// Input channels.
     pub channels: usize,
-    /// Input (and convolution output) height; even.
+    /// Input height.
     pub height: usize,
-    /// Input (and convolution output) width; even.
+    /// Input width.
     pub width: usize,
     /// Output channels.
     pub outputs: usize,
-    /// Kernel side; odd.
+    /// Kernel side.
     pub kernel: usize,
+    /// Zeros added on each side: `kernel / 2` for "same" padding of an odd kernel, 0 for
+    /// "valid"; less than `kernel`.
+    pub pad: usize,
 }
 
 impl Geometry {
@@ -51,8 +55,24 @@ impl Geometry {
         self.channels * self.kernel * self.kernel
     }
 
+    /// The convolution's output height and width, `[side + 2 pad - kernel + 1]`; each must be
+    /// even and positive for the pooling.
+    pub fn convolved_sides(&self) -> [usize; 2] {
+        [self.height, self.width].map(|side| (side + 2 * self.pad + 1).saturating_sub(self.kernel))
+    }
+
+    /// Pixels of an input plane.
     fn pixels(&self) -> usize {
         self.height * self.width
+    }
+
+    /// Pixels of a convolution output plane.
+    fn convolved_pixels(&self) -> usize {
+        self.convolved_sides().iter().product()
+    }
+
+    fn convolved_width(&self) -> usize {
+        self.convolved_sides()[1]
     }
 
     fn image_len(&self) -> usize {
@@ -69,9 +89,10 @@ impl Geometry {
         [self.outputs, self.channels, self.kernel, self.kernel]
     }
 
-    /// The pooled output's shape, `[images, outputs, height / 2, width / 2]`.
+    /// The pooled output's shape, `[images, outputs, convolved height / 2, convolved width / 2]`.
     pub fn pooled_shape(&self) -> [usize; 4] {
-        [self.images, self.outputs, self.height / 2, self.width / 2]
+        let [height, width] = self.convolved_sides();
+        [self.images, self.outputs, height / 2, width / 2]
     }
 
     fn pooled_len(&self) -> usize {
@@ -80,7 +101,8 @@ impl Geometry {
 
     /// Images per tile: as many as fit [`COLUMN_BUDGET`], at least one.
     fn tile_images(&self) -> usize {
-        (COLUMN_BUDGET / (self.taps() * self.pixels()).max(1)).clamp(1, self.images.max(1))
+        let per_image = self.taps() * self.convolved_pixels();
+        (COLUMN_BUDGET / per_image.max(1)).clamp(1, self.images.max(1))
     }
 
     /// The tiles, as `(first image, image count)`, in image order.
@@ -120,7 +142,7 @@ pub fn forward(
     let mut winners = vec![0; geometry.pooled_len()];
     SCRATCH.with_borrow_mut(|(columns, convolved)| {
         for (first, count) in geometry.tiles() {
-            let width = count * geometry.pixels();
+            let width = count * geometry.convolved_pixels();
             let columns = scratch(columns, geometry.taps() * width);
             im2col(
                 geometry,
@@ -172,7 +194,7 @@ pub fn backward(
     };
     SCRATCH.with_borrow_mut(|(columns, convolved_grad)| {
         for (index, (first, count)) in geometry.tiles().enumerate() {
-            let width = count * geometry.pixels();
+            let width = count * geometry.convolved_pixels();
             let convolved_grad = scratch(convolved_grad, geometry.outputs * width);
             let columns = scratch(columns, taps * width);
             unpool(
@@ -210,17 +232,15 @@ pub fn backward(
 }
 
 fn check_lengths(geometry: &Geometry, images: &[f32], weight: &[f32], bias: &[f32]) {
-    let Geometry {
-        height,
-        width,
-        kernel,
-        ..
-    } = *geometry;
+    let [height, width] = geometry.convolved_sides();
     assert!(
-        height % 2 == 0 && width % 2 == 0,
+        height % 2 == 0 && width % 2 == 0 && height > 0 && width > 0,
         "pooling needs even sides"
     );
-    assert!(kernel % 2 == 1, "same padding needs an odd kernel");
+    assert!(
+        geometry.pad < geometry.kernel,
+        "padding of a kernel's side or more"
+    );
     assert_eq!(
         images.len(),
         geometry.images * geometry.image_len(),
@@ -251,9 +271,9 @@ fn scratch(buffer: &mut Vec<f32>, len: usize) -> &mut [f32] {
 /// Fills `columns` with the column matrix of `count` images: row `(c, i, j)`, column
 /// `(image, y, x)` holds pixel `(y + i - pad, x + j - pad)` of channel `c`, or 0 outside.
 fn im2col(geometry: &Geometry, images: &[f32], count: usize, columns: &mut [f32]) {
-    let pixels = geometry.pixels();
+    let (pixels, convolved) = (geometry.pixels(), geometry.convolved_pixels());
     for_each_tap_plane(geometry, count, |row, channel, shift, image| {
-        let out = &mut columns[(row * count + image) * pixels..][..pixels];
+        let out = &mut columns[(row * count + image) * convolved..][..convolved];
         let plane = &images[(image * geometry.channels + channel) * pixels..][..pixels];
         shift.copy_plane(geometry, plane, out);
     });
@@ -262,9 +282,9 @@ fn im2col(geometry: &Geometry, images: &[f32], count: usize, columns: &mut [f32]
 /// The adjoint of [`im2col`]: adds each column-matrix entry back onto the pixel it was read
 /// from.
 fn col2im(geometry: &Geometry, columns: &[f32], count: usize, images: &mut [f32]) {
-    let pixels = geometry.pixels();
+    let (pixels, convolved) = (geometry.pixels(), geometry.convolved_pixels());
     for_each_tap_plane(geometry, count, |row, channel, shift, image| {
-        let from = &columns[(row * count + image) * pixels..][..pixels];
+        let from = &columns[(row * count + image) * convolved..][..convolved];
         let plane = &mut images[(image * geometry.channels + channel) * pixels..][..pixels];
         shift.add_plane_back(geometry, from, plane);
     });
@@ -277,7 +297,7 @@ fn for_each_tap_plane(
     count: usize,
     mut visit: impl FnMut(usize, usize, Shift, usize),
 ) {
-    let (kernel, pad) = (geometry.kernel, geometry.kernel / 2);
+    let (kernel, pad) = (geometry.kernel, geometry.pad);
     for channel in 0..geometry.channels {
         for i in 0..kernel {
             for j in 0..kernel {
@@ -302,13 +322,23 @@ struct Shift {
 }
 
 impl Shift {
-    /// `out[y, x] = plane[y + down, x + right]`, 0 where that is outside the plane: one copy of
-    /// the whole plane at the linear offset, then zeros over the rows it ran past (a block
-    /// above or below) and down the columns it wrapped. A shift moves a plane by at most the
-    /// kernel's half-width, so those are a column or two: zeroed row by row, they were two
-    /// calls to `memset` per row, which cost more than the copy.
+    /// `out[y, x] = plane[y + down, x + right]` over the convolution's output plane, 0 where
+    /// that is outside the input plane.
     fn copy_plane(&self, geometry: &Geometry, plane: &[f32], out: &mut [f32]) {
-        let (height, width) = (geometry.height, geometry.width);
+        if geometry.convolved_sides() == [geometry.height, geometry.width] {
+            self.copy_same_plane(geometry.width, plane, out);
+        } else {
+            self.copy_rows(geometry, plane, out);
+        }
+    }
+
+    /// [`Shift::copy_plane`] where the output plane has the input's sides ("same" padding):
+    /// one copy of the whole plane at the linear offset, then zeros over the rows it ran past
+    /// (a block above or below) and down the columns it wrapped. A shift moves a plane by at
+    /// most the kernel's half-width, so those are a column or two: zeroed row by row, they were
+    /// two calls to `memset` per row, which cost more than the copy.
+    fn copy_same_plane(&self, width: usize, plane: &[f32], out: &mut [f32]) {
+        let height = plane.len() / width;
         let offset = self.down * width as isize + self.right;
         let skip = offset.unsigned_abs().min(plane.len());
         if offset >= 0 {
@@ -317,8 +347,8 @@ impl Shift {
             out[skip..].copy_from_slice(&plane[..plane.len() - skip]);
         }
         let (rows, columns) = (
-            Self::inside(self.down, height),
-            Self::inside(self.right, width),
+            Self::inside(self.down, height, height),
+            Self::inside(self.right, width, width),
         );
         out[..rows.start * width].fill(0.0);
         out[rows.end * width..].fill(0.0);
@@ -329,27 +359,54 @@ impl Shift {
         }
     }
 
+    /// [`Shift::copy_plane`] for any padding, a row at a time: under "valid" padding every
+    /// output row is one copy from an input row, with nothing to zero.
+    fn copy_rows(&self, geometry: &Geometry, plane: &[f32], out: &mut [f32]) {
+        let (rows, columns) = self.inside_planes(geometry);
+        let width = geometry.convolved_width();
+        out[..rows.start * width].fill(0.0);
+        out[rows.end * width..].fill(0.0);
+        for y in rows {
+            let row = &mut out[y * width..][..width];
+            let source = self.source_start(geometry, y, columns.start);
+            row[..columns.start].fill(0.0);
+            row[columns.clone()].copy_from_slice(&plane[source..][..columns.len()]);
+            row[columns.end..].fill(0.0);
+        }
+    }
+
     /// `plane[y + down, x + right] += from[y, x]` wherever `(y + down, x + right)` is inside.
     fn add_plane_back(&self, geometry: &Geometry, from: &[f32], plane: &mut [f32]) {
-        let width = geometry.width;
-        let (rows, columns) = (
-            Self::inside(self.down, geometry.height),
-            Self::inside(self.right, width),
-        );
+        let (rows, columns) = self.inside_planes(geometry);
+        let width = geometry.convolved_width();
         for y in rows {
             let from = &from[y * width..][columns.clone()];
-            let target = (y as isize + self.down) as usize * width;
-            let start = (target as isize + columns.start as isize + self.right) as usize;
+            let start = self.source_start(geometry, y, columns.start);
             for (to, from) in plane[start..][..from.len()].iter_mut().zip(from) {
                 *to += from;
             }
         }
     }
 
-    /// The output positions `p` in `0..len` whose source `p + by` is also in `0..len`.
-    fn inside(by: isize, len: usize) -> std::ops::Range<usize> {
+    /// The output rows and columns whose source pixel is inside the input plane.
+    fn inside_planes(&self, geometry: &Geometry) -> (Range<usize>, Range<usize>) {
+        let [height, width] = geometry.convolved_sides();
+        (
+            Self::inside(self.down, height, geometry.height),
+            Self::inside(self.right, width, geometry.width),
+        )
+    }
+
+    /// Where in the input plane the source of output pixel `(y, x)` is.
+    fn source_start(&self, geometry: &Geometry, y: usize, x: usize) -> usize {
+        let row = y as isize + self.down;
+        (row * geometry.width as isize + x as isize + self.right) as usize
+    }
+
+    /// The output positions `p` in `0..len` whose source `p + by` is in `0..source_len`.
+    fn inside(by: isize, len: usize, source_len: usize) -> Range<usize> {
         let start = (-by).clamp(0, len as isize) as usize;
-        let end = (len as isize - by).clamp(0, len as isize) as usize;
+        let end = (source_len as isize - by).clamp(0, len as isize) as usize;
         start..end.max(start)
     }
 }
@@ -364,12 +421,13 @@ fn pool(
     (first, count): (usize, usize),
     (pooled, winners): (&mut [f32], &mut [u8]),
 ) {
+    let width = geometry.convolved_width();
     for_each_plane_pair(geometry, (first, count), |output, plane, at| {
-        let pooled = pooled[at.clone()].chunks_exact_mut(geometry.width / 2);
-        let winners = winners[at].chunks_exact_mut(geometry.width / 2);
-        let row_pairs = convolved[plane].chunks_exact(2 * geometry.width);
+        let pooled = pooled[at.clone()].chunks_exact_mut(width / 2);
+        let winners = winners[at].chunks_exact_mut(width / 2);
+        let row_pairs = convolved[plane].chunks_exact(2 * width);
         for ((rows, pooled), winners) in row_pairs.zip(pooled).zip(winners) {
-            let (upper, lower) = rows.split_at(geometry.width);
+            let (upper, lower) = rows.split_at(width);
             let windows = upper.chunks_exact(2).zip(lower.chunks_exact(2));
             for ((upper, lower), (pooled, winner)) in windows.zip(pooled.iter_mut().zip(winners)) {
                 let (position, max) = window_max([upper[0], upper[1], lower[0], lower[1]]);
@@ -388,9 +446,9 @@ fn pool(
 fn for_each_plane_pair(
     geometry: &Geometry,
     (first, count): (usize, usize),
-    mut visit: impl FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>),
+    mut visit: impl FnMut(usize, Range<usize>, Range<usize>),
 ) {
-    let pixels = geometry.pixels();
+    let pixels = geometry.convolved_pixels();
     let pooled_pixels = pixels / 4;
     for output in 0..geometry.outputs {
         for image in 0..count {
@@ -427,7 +485,7 @@ fn unpool(
     convolved_grad: &mut [f32],
 ) {
     convolved_grad.fill(0.0);
-    let width = geometry.width;
+    let width = geometry.convolved_width();
     for_each_plane_pair(geometry, (first, count), |_, plane, at| {
         let grads = output_grad[at.clone()].chunks_exact(width / 2);
         let winners = winners.0[at].chunks_exact(width / 2);
@@ -465,7 +523,29 @@ mod tests {
             width: 4,
             outputs: 2,
             kernel: 3,
+            pad: 1,
         }
+    }
+
+    /// Geometries whose convolution shrinks the planes: "valid" padding (LeNet's), and less
+    /// padding than "same", with an even kernel.
+    fn shrinking(images: usize) -> [Geometry; 2] {
+        let valid = Geometry {
+            height: 8,
+            width: 10,
+            pad: 0,
+            ..geometry(images)
+        };
+        let partial = Geometry {
+            height: 7,
+            width: 9,
+            kernel: 4,
+            pad: 1,
+            ..geometry(images)
+        };
+        assert_eq!(valid.convolved_sides(), [6, 8]);
+        assert_eq!(partial.convolved_sides(), [6, 8]);
+        [valid, partial]
     }
 
     /// A geometry whose images each fill a tile, so that a batch spans several tiles.
@@ -475,6 +555,7 @@ mod tests {
             height: 24,
             width: 24,
             kernel: 5,
+            pad: 2,
             ..geometry(images)
         };
         assert_eq!(g.tile_images(), 1);
@@ -484,7 +565,7 @@ mod tests {
     /// The convolution at one output value, straight from the definition, in f64.
     fn direct_conv(g: &Geometry, images: &[f32], weight: &[f32], at: [usize; 4]) -> f64 {
         let [image, output, y, x] = at;
-        let pad = (g.kernel / 2) as isize;
+        let pad = g.pad as isize;
         let mut sum = 0.0;
         for channel in 0..g.channels {
             for i in 0..g.kernel {
@@ -533,7 +614,8 @@ mod tests {
 
     #[test]
     fn forward_matches_the_definition_across_tile_boundaries() {
-        for g in [geometry(7), wide(3)] {
+        let [valid, partial] = shrinking(4);
+        for g in [geometry(7), wide(3), valid, partial] {
             let images = values(g.images * g.image_len(), 1);
             let weight = values(g.outputs * g.taps(), 2);
             let bias = [0.1, -0.2];
@@ -553,7 +635,13 @@ mod tests {
 
     #[test]
     fn backward_matches_finite_differences() {
-        let g = geometry(3);
+        let [valid, partial] = shrinking(2);
+        for g in [geometry(3), valid, partial] {
+            backward_matches_finite_differences_for(g);
+        }
+    }
+
+    fn backward_matches_finite_differences_for(g: Geometry) {
         let images = values(g.images * g.image_len(), 3);
         let weight = values(g.outputs * g.taps(), 4);
         let bias = vec![0.05, -0.1];

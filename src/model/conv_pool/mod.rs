@@ -32,8 +32,8 @@ use kernels::Geometry;
 
 /// `maxpool2(relu(conv(images)))` with 2x2 pooling of stride 2, on images
 /// `[batch, channels, height, width]`. On flex, a convolution that the kernels implement (stride
-/// 1, no dilation or groups, "same" padding of an odd square kernel, a bias, even sides) runs
-/// on them; anything else composes burn's ops.
+/// 1, no dilation or groups, a square kernel, the same padding on every side and less than the
+/// kernel, a bias, an output of even sides) runs on them; anything else composes burn's ops.
 pub fn conv_relu_pool(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
     let device = images.device();
     let geometry = if on_flex(&device) {
@@ -59,30 +59,36 @@ pub fn conv_relu_pool(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
 fn geometry(conv: &Conv2d, images: &Tensor<4>) -> Option<Geometry> {
     let [batch, channels, height, width] = images.dims();
     let [outputs, _, kernel, kernel_width] = conv.weight.dims();
-    let pad = kernel / 2;
-    let same_padding = match conv.padding {
-        PaddingConfig2d::Same => true,
-        PaddingConfig2d::Explicit(top, left, bottom, right) => {
-            [top, left, bottom, right] == [pad; 4]
+    let pad = match conv.padding {
+        PaddingConfig2d::Same if kernel % 2 == 1 => kernel / 2,
+        PaddingConfig2d::Explicit(top, left, bottom, right)
+            if [left, bottom, right] == [top; 3] =>
+        {
+            top
         }
-        PaddingConfig2d::Valid => false,
+        PaddingConfig2d::Valid => 0,
+        _ => return None,
     };
-    let implemented = same_padding
-        && kernel == kernel_width
-        && kernel % 2 == 1
-        && conv.stride == [1, 1]
-        && conv.dilation == [1, 1]
-        && conv.groups == 1
-        && height % 2 == 0
-        && width % 2 == 0;
-    implemented.then_some(Geometry {
+    let geometry = Geometry {
         images: batch,
         channels,
         height,
         width,
         outputs,
         kernel,
-    })
+        pad,
+    };
+    let [convolved_height, convolved_width] = geometry.convolved_sides();
+    let implemented = kernel == kernel_width
+        && pad < kernel
+        && conv.stride == [1, 1]
+        && conv.dilation == [1, 1]
+        && conv.groups == 1
+        && convolved_height > 0
+        && convolved_width > 0
+        && convolved_height % 2 == 0
+        && convolved_width % 2 == 0;
+    implemented.then_some(geometry)
 }
 
 /// [`kernels::forward`] on flex tensors.
@@ -128,24 +134,49 @@ mod tests {
         pool.forward(relu(conv.forward(images)))
     }
 
+    /// The paddings the kernels implement: "same" (the FedAvg CNN's), "valid" (LeNet's), and
+    /// in between.
+    fn paddings() -> [PaddingConfig2d; 4] {
+        [
+            PaddingConfig2d::Explicit(2, 2, 2, 2),
+            PaddingConfig2d::Same,
+            PaddingConfig2d::Valid,
+            PaddingConfig2d::Explicit(1, 1, 1, 1),
+        ]
+    }
+
     #[test]
     fn evaluation_agrees_with_burns_ops() {
         let device = Device::flex();
-        let conv = conv(&device);
-        let images = Tensor::<4>::random([6, 3, 8, 10], Distribution::Uniform(-1.0, 1.0), &device);
-        assert_close(
-            conv_relu_pool(&conv, images.clone()),
-            reference(&conv, images),
-            (1e-4, 0.0),
-        );
+        for padding in paddings() {
+            let conv = conv_with(padding.clone(), &device);
+            let images =
+                Tensor::<4>::random([6, 3, 8, 10], Distribution::Uniform(-1.0, 1.0), &device);
+            assert!(geometry(&conv, &images).is_some(), "{padding:?}");
+            assert_close(
+                conv_relu_pool(&conv, images.clone()),
+                reference(&conv, images),
+                (1e-4, 0.0),
+            );
+        }
     }
 
     #[test]
     fn training_gradients_agree_with_burns_ops() {
         let device = Device::flex().autodiff();
-        let conv = conv(&device);
+        let [same, _, valid, _] = paddings();
+        training_gradients_agree_for(conv_with(same, &device), [4, 3]);
+        training_gradients_agree_for(conv_with(valid, &device), [2, 1]);
+    }
+
+    fn training_gradients_agree_for(conv: Conv2d, [height, width]: [usize; 2]) {
+        let device = conv.weight.device();
         let data = Tensor::<4>::random([5, 3, 8, 6], Distribution::Uniform(-1.0, 1.0), &device);
-        let weights = Tensor::<4>::random([5, 4, 4, 3], Distribution::Uniform(-1.0, 1.0), &device);
+        let weights = Tensor::<4>::random(
+            [5, 4, height, width],
+            Distribution::Uniform(-1.0, 1.0),
+            &device,
+        );
         let grads_of = |block: fn(&Conv2d, Tensor<4>) -> Tensor<4>| {
             let images = data.clone().detach().require_grad();
             let output = block(&conv, images.clone());
@@ -171,10 +202,18 @@ mod tests {
     #[test]
     fn convolutions_the_kernels_do_not_implement_compose_burns_ops_exactly() {
         let device = Device::flex();
-        let conv = conv_with(PaddingConfig2d::Valid, &device);
-        let images = Tensor::<4>::random([2, 3, 8, 8], Distribution::Uniform(-1.0, 1.0), &device);
-        let got = conv_relu_pool(&conv, images.clone()).into_data();
-        assert_eq!(got, reference(&conv, images).into_data());
+        // An odd output side (9 - 5 + 1), and padding on one side only.
+        let unimplemented = [
+            (PaddingConfig2d::Valid, [2, 3, 9, 8]),
+            (PaddingConfig2d::Explicit(2, 2, 0, 0), [2, 3, 8, 8]),
+        ];
+        for (padding, shape) in unimplemented {
+            let conv = conv_with(padding, &device);
+            let images = Tensor::<4>::random(shape, Distribution::Uniform(-1.0, 1.0), &device);
+            assert!(geometry(&conv, &images).is_none());
+            let got = conv_relu_pool(&conv, images.clone()).into_data();
+            assert_eq!(got, reference(&conv, images).into_data());
+        }
     }
 
     #[test]

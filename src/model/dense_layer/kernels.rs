@@ -22,7 +22,7 @@ pub struct Shape {
 }
 
 /// What follows the layer's affine map.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Activation {
     /// Nothing: the logits of a last layer.
     Identity,
