@@ -3,7 +3,9 @@
 //!
 //! - the tree alone: the server, a client group and clients that answer at once (the echo
 //!   trainer), so that a round's time is all the federation's own overhead (sampling, the
-//!   roster, downlinks, uplinks, folding): the median time from one round's end to the next's;
+//!   roster, downlinks, uplinks, folding): the median time from one round's end to the next's,
+//!   with every client always online and under the diurnal model (each client online for half
+//!   of every day, from its own phase), whose round samples among the clients online;
 //! - whole runs: one `fedsim run` of `experiments/synthetic-million.json` (whose users are made
 //!   when sampled) per setting, one local epoch of batch 10 a client. A user holds
 //!   `floor(LogNormal(4, 2)) + 50` samples, so a round's work swings by a fifth between rounds
@@ -14,7 +16,8 @@
 //!   set-up (the process's wall time less its rounds') and the peak resident memory that
 //!   `summary.json` records, the larger of the two.
 //!
-//! `cargo bench --bench scale` (about 25 minutes on 2 cores).
+//! `cargo bench --bench scale` (about 25 minutes on 2 cores); `cargo bench --bench scale -- tree`
+//! for the tree alone (about a minute).
 
 mod common;
 
@@ -23,6 +26,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+use fedsim::availability::Availability;
 use fedsim::config::TopologyConfig;
 use fedsim::topology;
 use fedsim::training::{EchoTrainer, InjectedFaults};
@@ -49,17 +53,24 @@ const ROUNDS: u32 = 21;
 /// Local samples per step, as the experiment file has it.
 const BATCH: usize = 10;
 
+/// A simulated day, the diurnal model's period.
+const DAY_S: f64 = 86_400.0;
+
 /// Median seconds per round of the tree alone over `population` clients, `per_round` a round,
-/// with a model of `params` values: the time between one round's end and the next's, the first
-/// round (which follows the set-up) left out.
-fn tree_alone(population: usize, per_round: usize, params: usize) -> f64 {
+/// with a model of `params` values, every client always online or (`diurnal`) online half of
+/// each day: the time between one round's end and the next's, the first round (which follows
+/// the set-up) left out.
+fn tree_alone(population: usize, per_round: usize, params: usize, diurnal: bool) -> f64 {
     let num_samples = vec![100; population];
-    let plan = common::plan(
+    let mut plan = common::plan(
         (TopologyConfig::Flat {}, vec![(0..population).collect()]),
         &num_samples,
         (per_round, ROUNDS),
         vec![0.0; params],
     );
+    if diurnal {
+        plan.server.availability = Arc::new(Availability::diurnal(1, population, DAY_S, 0.5));
+    }
     let echo = EchoTrainer::new(num_samples.clone(), InjectedFaults::default(), 2)
         .expect("the echo pool starts");
     let mut ends = Vec::new();
@@ -153,23 +164,34 @@ fn change(value: f64, base: f64) -> String {
 
 fn main() {
     fedsim::cli::disable_huge_pages();
+    let tree_only = std::env::args().skip(1).any(|arg| arg == "tree");
     println!("The tree alone: clients that answer at once, {ROUNDS} rounds, 2 answering threads");
     println!();
-    println!("| model | clients a round | clients | ms per round | against 10^3 |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!("| model | clients a round | online | clients | ms per round | against 10^3 |");
+    println!("| --- | --- | --- | --- | --- | --- |");
     for (model, params) in MODELS {
         for (per_round, _) in ROUND_SIZES {
-            let mut base = None;
-            for population in POPULATIONS {
-                let round_s = tree_alone(population, per_round, params);
-                let base = *base.get_or_insert(round_s);
-                println!(
-                    "| {model} | {per_round} | {population} | {:.2} | {} |",
-                    1e3 * round_s,
-                    change(round_s, base)
-                );
+            for diurnal in [false, true] {
+                let online = if diurnal {
+                    "half of each day"
+                } else {
+                    "always"
+                };
+                let mut base = None;
+                for population in POPULATIONS {
+                    let round_s = tree_alone(population, per_round, params, diurnal);
+                    let base = *base.get_or_insert(round_s);
+                    println!(
+                        "| {model} | {per_round} | {online} | {population} | {:.2} | {} |",
+                        1e3 * round_s,
+                        change(round_s, base)
+                    );
+                }
             }
         }
+    }
+    if tree_only {
+        return;
     }
     println!();
     println!(

@@ -47,8 +47,8 @@ pub use crate::strategy::vector;
 pub use crate::strategy::{
     Aggregate, Algorithm, Arrival, AsyncStrategy, Candidates, ClientAlgorithm, ClientView,
     Collected, EdgeAggregation, FedAvgServer, FineTuning, Fold, Folded, FreshModels, NoParams,
-    Pass, Reads, Reduction, Round, Selector, Sent, Setting, Start, Strategy, Sum, Totals, Trained,
-    Weighting,
+    Online, Pass, Reads, Reduction, Round, Selector, Sent, Setting, Start, Strategy, Sum, Totals,
+    Trained, Weighting,
 };
 pub use rand;
 pub use rand_chacha::ChaCha12Rng;

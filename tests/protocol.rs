@@ -929,8 +929,10 @@ impl Selector for LowestFirst {
     fn select(&mut self, candidates: &Candidates<'_>, _rng: &mut ChaCha12Rng) -> Vec<ClientId> {
         match self.misbehave {
             true => vec![0; candidates.wanted],
-            false => candidates.online[..candidates.wanted]
+            false => candidates
+                .online
                 .iter()
+                .take(candidates.wanted)
                 .map(|c| c.id)
                 .collect(),
         }

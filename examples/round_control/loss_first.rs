@@ -9,8 +9,8 @@
 //! uniformly, as the paper's `π_rand` variant does.
 
 use fedsim::plugin::{
-    Algorithm, Candidates, ClientId, ClientInfo, EdgeAggregation, FedAvgServer, Problems, Selector,
-    Setting, Strategy,
+    Algorithm, Candidates, ClientId, ClientInfo, EdgeAggregation, FedAvgServer, Online, Problems,
+    Selector, Setting, Strategy,
 };
 use rand::seq::index;
 use rand_chacha::ChaCha12Rng;
@@ -71,10 +71,10 @@ struct LossFirstSelector {
 }
 
 /// `amount` of `online`, drawn uniformly without replacement.
-fn draw(online: &[ClientInfo], amount: usize, rng: &mut ChaCha12Rng) -> Vec<ClientId> {
+fn draw(online: Online<'_>, amount: usize, rng: &mut ChaCha12Rng) -> Vec<ClientId> {
     index::sample(rng, online.len(), amount.min(online.len()))
         .into_iter()
-        .map(|i| online[i].id)
+        .map(|i| online.get(i).id)
         .collect()
 }
 
@@ -101,9 +101,12 @@ impl Selector for LossFirstSelector {
             .online
             .iter()
             .filter(|c| !chosen.contains(&c.id))
-            .copied()
             .collect();
-        chosen.extend(draw(&others, candidates.wanted - chosen.len(), rng));
+        chosen.extend(draw(
+            (&others).into(),
+            candidates.wanted - chosen.len(),
+            rng,
+        ));
         chosen
     }
 }

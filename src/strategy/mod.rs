@@ -97,7 +97,7 @@ pub use private::PrivateServer;
 pub use qffl::{QFfl, QFflClient, QFflServer};
 pub use scaffold::{Scaffold, ScaffoldClient, ScaffoldServer};
 pub use secure::SecureServer;
-pub use selection::{Candidates, Selector, Uniform};
+pub use selection::{Candidates, Online, Selector, Uniform};
 pub use signsgd::{SignSgd, SignSgdServer};
 pub use trimmed_mean::{TrimmedMean, TrimmedMeanServer};
 

@@ -307,7 +307,7 @@ impl Selector for OortSelector {
     fn select(&mut self, candidates: &Candidates<'_>, rng: &mut ChaCha12Rng) -> Vec<ClientId> {
         let round = candidates.round;
         let (mut explored, mut unexplored) = (Vec::new(), Vec::<ClientInfo>::new());
-        for info in candidates.online {
+        for info in candidates.online.iter() {
             let seen = candidates.history.get(info.id);
             match (seen.last_loss, seen.last_round) {
                 (Some(loss), Some(last_round)) => explored.push(Explored {
@@ -322,7 +322,7 @@ impl Selector for OortSelector {
                         .zip(seen.last_upload_s)
                         .map(|(t, u)| t + u),
                 }),
-                _ => unexplored.push(*info),
+                _ => unexplored.push(info),
             }
         }
         let wanted = candidates.wanted;

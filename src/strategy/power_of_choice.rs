@@ -130,10 +130,9 @@ impl Selector for PowerOfChoiceSelector {
                 .online
                 .iter()
                 .filter(|c| !chosen.contains(&c.id))
-                .copied()
                 .collect();
             let rest = Candidates {
-                online: &rest,
+                online: (&rest).into(),
                 ..*candidates
             };
             chosen.extend(draw_by_data_share(&rest, short, rng));
@@ -150,7 +149,7 @@ fn draw_by_data_share(
     amount: usize,
     rng: &mut ChaCha12Rng,
 ) -> Vec<ClientId> {
-    let online = candidates.online;
+    let online: Vec<ClientInfo> = candidates.online.iter().collect();
     let equal = online
         .windows(2)
         .all(|w| w[0].num_samples == w[1].num_samples);

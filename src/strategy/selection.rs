@@ -17,8 +17,82 @@ use rand::RngExt;
 use rand::seq::index;
 use rand_chacha::ChaCha12Rng;
 
+use crate::availability::OnlineClients;
 use crate::history::ClientHistory;
 use crate::network::{ClientId, ClientInfo, StateError, Tensors};
+
+/// The clients a selection may choose, in id order: a list, or a federation's clients with the
+/// set of those online and free, read in place. Making one costs nothing and reading the `i`-th
+/// costs `O(log n)`, so a selection that draws `k` clients costs `O(k log n)` however many are
+/// online; one that reads every candidate ([`Online::iter`]) pays for each.
+#[derive(Debug, Clone, Copy)]
+pub struct Online<'a> {
+    clients: &'a [ClientInfo],
+    /// Which of `clients`, by position, are candidates; all of them where `None`.
+    free: Option<&'a OnlineClients>,
+}
+
+impl<'a> Online<'a> {
+    /// The clients of `clients` (in id order) that `free` holds online and not busy.
+    pub fn among(clients: &'a [ClientInfo], free: &'a OnlineClients) -> Self {
+        Self {
+            clients,
+            free: Some(free),
+        }
+    }
+
+    /// How many clients there are.
+    pub fn len(&self) -> usize {
+        self.free
+            .map_or(self.clients.len(), OnlineClients::free_count)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `i`-th client (from 0), in id order.
+    pub fn get(&self, i: usize) -> ClientInfo {
+        match self.free {
+            None => self.clients[i],
+            Some(free) => self.clients[free.nth_free(i)],
+        }
+    }
+
+    /// Every client, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = ClientInfo> + 'a {
+        let free = self.free;
+        let clients = self.clients.iter().enumerate();
+        clients
+            .filter(move |(position, _)| free.is_none_or(|f| f.is_free(*position)))
+            .map(|(_, client)| *client)
+    }
+
+    /// Whether `client` is among them.
+    pub fn contains(&self, client: ClientId) -> bool {
+        let position = match self.clients.get(client) {
+            Some(info) if info.id == client => Some(client),
+            _ => self.clients.binary_search_by_key(&client, |c| c.id).ok(),
+        };
+        position.is_some_and(|p| self.free.is_none_or(|f| f.is_free(p)))
+    }
+}
+
+impl<'a> From<&'a [ClientInfo]> for Online<'a> {
+    fn from(clients: &'a [ClientInfo]) -> Self {
+        Self {
+            clients,
+            free: None,
+        }
+    }
+}
+
+impl<'a> From<&'a Vec<ClientInfo>> for Online<'a> {
+    fn from(clients: &'a Vec<ClientInfo>) -> Self {
+        clients.as_slice().into()
+    }
+}
 
 /// What a selection is handed: the candidates of one round (or dispatch).
 #[derive(Debug, Clone, Copy)]
@@ -28,7 +102,7 @@ pub struct Candidates<'a> {
     pub round: u32,
     /// The clients online now (in an asynchronous federation, online and not in flight), with
     /// their sample counts, in id order; never empty.
-    pub online: &'a [ClientInfo],
+    pub online: Online<'a>,
     /// How many clients to choose: at most `online.len()`.
     pub wanted: usize,
     /// What the server has seen of every client.
@@ -47,14 +121,14 @@ impl<'a> Candidates<'a> {
     /// Round `round`'s candidates: `wanted` of `online`, with nothing probed yet.
     pub fn new(
         round: u32,
-        online: &'a [ClientInfo],
+        online: impl Into<Online<'a>>,
         wanted: usize,
         history: &'a ClientHistory,
         now_s: f64,
     ) -> Self {
         Self {
             round,
-            online,
+            online: online.into(),
             wanted,
             history,
             now_s,
@@ -127,25 +201,30 @@ impl Selector for Uniform {
         let online = candidates.online;
         index::sample(rng, online.len(), candidates.wanted)
             .into_iter()
-            .map(|i| online[i].id)
+            .map(|i| online.get(i).id)
             .collect()
     }
 
     fn dispatch(&mut self, candidates: &Candidates<'_>, rng: &mut ChaCha12Rng) -> ClientId {
         let online = candidates.online;
-        online[rng.random_range(0..online.len())].id
+        online.get(rng.random_range(0..online.len())).id
     }
 }
 
 /// What is wrong with a selection's answer (`3 clients, not 4`), or `None` where it can be
-/// used: `chosen` must be `wanted` distinct clients of `online` (sorted by id).
-pub fn misfit(chosen: &[ClientId], online: &[ClientInfo], wanted: usize) -> Option<String> {
+/// used: `chosen` must be `wanted` distinct clients of `online`.
+pub fn misfit<'a>(
+    chosen: &[ClientId],
+    online: impl Into<Online<'a>>,
+    wanted: usize,
+) -> Option<String> {
+    let online = online.into();
     if chosen.len() != wanted {
         return Some(format!("{} clients, not {wanted}", chosen.len()));
     }
     let mut seen = std::collections::BTreeSet::new();
     for &client in chosen {
-        if online.binary_search_by_key(&client, |c| c.id).is_err() {
+        if !online.contains(client) {
             return Some(format!(
                 "client {client}, which is not among the candidates"
             ));

@@ -30,14 +30,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::availability::OnlineClients;
 use crate::checkpoint::InFlightState;
 use crate::config::FailurePolicy;
 use crate::history::Seen;
 use crate::network::Traffic;
-use crate::network::{ClientId, ClientInfo, DropReason, Dropped, Message, Update};
+use crate::network::{ClientId, DropReason, Dropped, Message, Update};
 use crate::output::{RoundRecord, StalenessRecord, TierTraffic};
 use crate::seed::{Purpose, stream};
-use crate::strategy::selection::misfit;
+use crate::strategy::selection::{Online, misfit};
 use crate::strategy::{Aggregate, Arrival, AsyncStrategy, Candidates, Sent};
 
 use super::FederationError;
@@ -131,6 +132,8 @@ struct Steps<'a> {
     concurrency: usize,
     /// The clients in flight, by client: a client is never in flight twice.
     in_flight: BTreeMap<ClientId, Flight>,
+    /// Who is online, the clients in flight marked busy.
+    online: OnlineClients,
     /// Dispatches so far.
     dispatches: u32,
     /// Server steps so far.
@@ -159,6 +162,7 @@ impl Server {
             clock: &clock,
             concurrency,
             in_flight: BTreeMap::new(),
+            online: OnlineClients::new(&self.setup.availability, &roster.ids, self.now),
             dispatches: 0,
             steps: self.setup.start.round,
             global: std::mem::take(&mut self.setup.initial_model).into(),
@@ -188,7 +192,7 @@ impl Server {
                 .map(|(at, client, _)| {
                     (client, at, loop_state.in_flight[&client].answer.is_some())
                 });
-            let wake = self.next_online(&loop_state);
+            let wake = self.next_online(&mut loop_state);
             match (next, wake) {
                 (next, Some(wake)) if next.is_none_or(|(_, at, _)| wake < at) => {
                     self.now = wake;
@@ -198,7 +202,7 @@ impl Server {
                 (None, _) => return Err(FederationError::NoneOnline { at: self.now }),
                 (Some((_, _, false)), _) => self.take_answer(&mut loop_state)?,
                 (Some((client, at, true)), _) => {
-                    let flight = loop_state.in_flight.remove(&client).expect("in flight");
+                    let flight = loop_state.land(client);
                     self.now = at;
                     let stepped = self.apply(&mut loop_state, flight, &mut so_far)?;
                     if let Some(Aggregate {
@@ -339,11 +343,11 @@ impl Server {
         if steps.in_flight.len() >= steps.concurrency {
             return Ok(());
         }
-        let idle = self.setup.availability.online_among(idle(steps), self.now);
-        let mut idle: Vec<ClientInfo> = idle.into_iter().map(|c| steps.roster.info(c)).collect();
-        while steps.in_flight.len() < steps.concurrency && !idle.is_empty() {
+        steps.online.advance(self.now);
+        while steps.in_flight.len() < steps.concurrency && steps.online.free_count() > 0 {
             steps.dispatches += 1;
-            let client = self.dispatch(steps.dispatches, &mut idle)?;
+            let idle = Online::among(&steps.roster.clients, &steps.online);
+            let client = self.dispatch(steps.dispatches, idle)?;
             let flight = InFlightState {
                 dispatch: steps.dispatches,
                 client,
@@ -358,13 +362,8 @@ impl Server {
     }
 
     /// The client dispatch `dispatch` goes to, as the algorithm's selector chooses it from the
-    /// dispatch's stream among the `idle` ones (online and not in flight, in id order), which
-    /// it leaves.
-    fn dispatch(
-        &mut self,
-        dispatch: u32,
-        idle: &mut Vec<ClientInfo>,
-    ) -> Result<ClientId, FederationError> {
+    /// dispatch's stream among the `idle` ones (online and not in flight, in id order).
+    fn dispatch(&mut self, dispatch: u32, idle: Online<'_>) -> Result<ClientId, FederationError> {
         let mut rng = stream(self.setup.seed, DISPATCH, dispatch, 0);
         let history = &self.setup.history;
         let candidates = Candidates::new(dispatch, idle, 1, history, self.now);
@@ -375,19 +374,22 @@ impl Server {
                 detail: format!("dispatched {detail}"),
             });
         }
-        idle.retain(|c| c.id != client);
         Ok(client)
     }
 
-    /// The first moment after now at which a client not in flight comes online, when a place
-    /// is free.
-    fn next_online(&self, steps: &Steps<'_>) -> Option<f64> {
+    /// The first moment from now at which a client not in flight is online, when a place is
+    /// free: now if one is; else each idle client says when it next comes, a pass over the
+    /// roster only while nobody idle is online.
+    fn next_online(&self, steps: &mut Steps<'_>) -> Option<f64> {
         if steps.in_flight.len() >= steps.concurrency {
             return None;
         }
-        self.setup
-            .availability
-            .next_online_among(idle(steps), self.now)
+        steps.online.advance(self.now);
+        if steps.online.free_count() > 0 {
+            return Some(self.now);
+        }
+        let idle = steps.online.idle().map(|position| steps.roster.ids[position]);
+        self.setup.availability.next_online_among(idle, self.now)
     }
 
     /// Sends `flight`'s model down at its dispatch time, counted in `so_far`, and puts it in
@@ -416,7 +418,7 @@ impl Server {
             flight.model.len(),
         );
         so_far.count(downlink.wire_bytes(), true);
-        let child = &self.children[steps.roster.child_of[&flight.client]];
+        let child = &self.children[steps.roster.child_of(flight.client)];
         child
             .link
             .send(downlink, flight.sent_at)
@@ -427,7 +429,7 @@ impl Server {
             bound,
             answer: None,
         };
-        steps.in_flight.insert(client, flight);
+        steps.take_off(client, flight);
         Ok(())
     }
 
@@ -500,14 +502,18 @@ impl Server {
     }
 }
 
-/// The clients not in flight, in id order.
-fn idle<'a>(steps: &'a Steps<'_>) -> impl Iterator<Item = ClientId> + 'a {
-    steps
-        .roster
-        .ids
-        .iter()
-        .copied()
-        .filter(|c| !steps.in_flight.contains_key(c))
+impl Steps<'_> {
+    /// Puts `client` in flight.
+    fn take_off(&mut self, client: ClientId, flight: Flight) {
+        self.online.set_busy(self.roster.position(client), true);
+        self.in_flight.insert(client, flight);
+    }
+
+    /// Takes `client`'s flight out of the air.
+    fn land(&mut self, client: ClientId) -> Flight {
+        self.online.set_busy(self.roster.position(client), false);
+        self.in_flight.remove(&client).expect("in flight")
+    }
 }
 
 /// `(time, client, dispatch)` keys in order, times compared as totally ordered floats.

@@ -159,8 +159,6 @@ pub struct ClientGroup {
     setup: GroupSetup,
     trainer: Arc<dyn ClientTrainer>,
     link: LinkEnd,
-    /// Each hosted client's number of samples.
-    num_samples: HashMap<ClientId, usize>,
     /// Simulated time each in-flight client finishes training.
     in_flight: HashMap<ClientId, f64>,
     /// Simulated time each client being probed finishes measuring its loss.
@@ -176,17 +174,13 @@ enum Event {
 
 impl ClientGroup {
     /// A group that trains on `trainer` and talks to its parent on `link`.
-    pub fn new(setup: GroupSetup, trainer: Arc<dyn ClientTrainer>, link: LinkEnd) -> Self {
-        let num_samples = setup
-            .clients
-            .iter()
-            .map(|c| (c.id, c.num_samples))
-            .collect();
+    pub fn new(mut setup: GroupSetup, trainer: Arc<dyn ClientTrainer>, link: LinkEnd) -> Self {
+        // In id order, so that a job finds its client's sample count without a map beside it.
+        setup.clients.sort_unstable_by_key(|c| c.id);
         Self {
             setup,
             trainer,
             link,
-            num_samples,
             in_flight: HashMap::new(),
             probing: HashMap::new(),
         }
@@ -194,6 +188,15 @@ impl ClientGroup {
 
     fn node(&self) -> NodeId {
         NodeId::Group(self.setup.index)
+    }
+
+    /// The sample count of `client`, which the group hosts.
+    fn num_samples(&self, client: ClientId) -> usize {
+        let clients = &self.setup.clients;
+        let at = clients
+            .binary_search_by_key(&client, |c| c.id)
+            .expect("a job is for a client of the group");
+        clients[at].num_samples
     }
 
     /// Announces the group's clients, then serves downlinks until `Exit`; returns once every
@@ -282,7 +285,7 @@ impl ClientGroup {
     fn start(&mut self, mut job: Job, arrived: f64, done: &Done) -> bool {
         let client = ClientInfo {
             id: job.client,
-            num_samples: self.num_samples[&job.client],
+            num_samples: self.num_samples(job.client),
         };
         let rounds = (job.round, job.edge_round);
         let (reason, at) = match self.setup.conditions.response(rounds, client, arrived) {
@@ -307,7 +310,7 @@ impl ClientGroup {
     fn start_probe(&mut self, probe: Probe, arrived: f64, done: &ProbeDone) {
         let client = ClientInfo {
             id: probe.client,
-            num_samples: self.num_samples[&probe.client],
+            num_samples: self.num_samples(probe.client),
         };
         let seconds = self.setup.conditions.probe_seconds(client);
         self.probing.insert(probe.client, arrived + seconds);

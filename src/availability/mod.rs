@@ -12,9 +12,13 @@
 //! (per client, lists of `active` and `inactive` times over a `duration`) turns into this
 //! format line by line, each active time with the inactive time that follows it.
 
+mod online;
+
 use std::path::Path;
 
 use rand::RngExt;
+
+pub use online::OnlineClients;
 
 use crate::network::ClientId;
 use crate::seed::{Purpose, stream};
@@ -238,13 +242,18 @@ impl Availability {
 
     /// `t` as (the start of its period, its time within it); `(0, t)` without a period.
     fn fold(&self, t: f64) -> (f64, f64) {
-        match self.period {
-            Some(period) => {
-                let base = (t / period).floor() * period;
-                (base, (t - base).clamp(0.0, period))
-            }
-            None => (0.0, t),
+        fold(self.period, t)
+    }
+}
+
+/// [`Availability::fold`] for intervals that repeat every `period` seconds, if they do.
+fn fold(period: Option<f64>, t: f64) -> (f64, f64) {
+    match period {
+        Some(period) => {
+            let base = (t / period).floor() * period;
+            (base, (t - base).clamp(0.0, period))
         }
+        None => (0.0, t),
     }
 }
 
