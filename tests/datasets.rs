@@ -76,7 +76,8 @@ fn fedsim_datasets_and_schemes_list_the_builtins_with_their_parameters() {
             "csv",
             "numpy",
             "femnist",
-            "shakespeare"
+            "shakespeare",
+            "packed"
         ]
     );
     // Defaults where every parameter has one; the documentation alone where one is required.

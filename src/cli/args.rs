@@ -77,6 +77,21 @@ pub enum DataCommand {
     /// Download a data set from its publisher, check it against the published checksum and
     /// unpack it; a rerun continues a download that stopped.
     Fetch(FetchArgs),
+    /// Pack the clients of an experiment's data set (one that defines its own, as LEAF's do)
+    /// into one file, each client's samples in a block of its own; the `packed` data set then
+    /// reads each client from it when the client is sampled.
+    Pack(PackArgs),
+}
+
+/// `fedsim data pack`'s arguments.
+#[derive(Args)]
+pub struct PackArgs {
+    /// The experiment whose data set is packed.
+    #[command(flatten)]
+    pub experiment: ExperimentArgs,
+    /// The file to write; one that exists is never overwritten.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
 }
 
 /// `fedsim data fetch`'s arguments.

@@ -31,8 +31,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use clap::Parser;
 
 pub use args::{
-    Cli, Command, DataCommand, ExperimentArgs, FetchArgs, PrivacyArgs, ReportArgs, RunArgs,
-    SweepArgs,
+    Cli, Command, DataCommand, ExperimentArgs, FetchArgs, PackArgs, PrivacyArgs, ReportArgs,
+    RunArgs, SweepArgs,
 };
 
 use crate::backend::BackendKind;
@@ -100,6 +100,7 @@ pub fn main(registry: Registry) -> ExitCode {
             Ok(())
         }
         Command::Data(DataCommand::Fetch(args)) => fetch(&args),
+        Command::Data(DataCommand::Pack(args)) => pack(&args, &registry),
         Command::Privacy(args) => {
             println!("{}", privacy::answer(&args));
             Ok(())
@@ -211,6 +212,34 @@ fn fetch(args: &FetchArgs) -> Result<(), Failure> {
         folder.display(),
         remote.name,
         folder.display().to_string()
+    ));
+    Ok(())
+}
+
+/// Packs the clients of an experiment's data set into one file, and says how an experiment
+/// names it.
+fn pack(args: &PackArgs, registry: &Registry) -> Result<(), Failure> {
+    let fail = |error: Error| (error, None);
+    let ExperimentArgs {
+        experiment,
+        overrides,
+    } = &args.experiment;
+    let config = load(experiment, overrides, None, registry).map_err(fail)?;
+    let context = crate::registry::data_context(&config);
+    let data = registry
+        .choose_data(&config.data, None, &context)
+        .map_err(|problems| fail(crate::registry::invalid_in_code(problems).into()))?;
+    let whole = data.load(&context).map_err(|e| fail(e.into()))?;
+    let packed =
+        crate::data::packed::pack(data.name(), &whole, &args.out).map_err(|e| fail(e.into()))?;
+    say(format_args!(
+        "packed the {} clients of {} into {} ({} bytes, sha256 {}); an experiment reads it with\n  \"data\": {{\"dataset\": \"packed\", \"path\": {:?}}}, \"partition\": {{\"scheme\": \"natural\"}}",
+        packed.clients,
+        data.describe(),
+        args.out.display(),
+        packed.bytes,
+        packed.sha256,
+        args.out.display().to_string()
     ));
     Ok(())
 }

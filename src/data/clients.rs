@@ -24,6 +24,11 @@ pub trait ClientSource: Send + Sync {
     /// Client `client`'s samples: exactly those, in the same order, that the data set's
     /// whole load gives it, so that both ways train to the same bits.
     fn client(&self, client: ClientId) -> Result<OwnSamples, DataError>;
+
+    /// The files it reads, with their digests, for the run's manifest (none by default).
+    fn files(&self) -> Vec<super::DataFile> {
+        Vec::new()
+    }
 }
 
 /// One client's samples, made on demand.

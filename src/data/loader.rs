@@ -57,13 +57,13 @@ pub trait DataSource: Send + Sync + 'static {
     /// `None` (the default) loads it whole with [`load`](Self::load). Where a source gives
     /// them, a `natural` partition reads its clients from here; each client must hold exactly
     /// the samples `load` gives it, in the same order, so that both ways train to the same
-    /// bits.
+    /// bits. An error is one in the files it opens to list its clients.
     fn clients_on_demand(
         &self,
         _params: &Self::Params,
         _context: &DataContext,
-    ) -> Option<Arc<dyn ClientSource>> {
-        None
+    ) -> Result<Option<Arc<dyn ClientSource>>, DataError> {
+        Ok(None)
     }
 
     /// Where the samples come from, as messages name it: "the mnist data set" by default.

@@ -16,6 +16,7 @@ pub mod leaf;
 pub mod loader;
 pub mod mnist;
 pub mod numpy;
+pub mod packed;
 pub mod partition;
 pub mod partitioner;
 pub mod rotated;
@@ -208,7 +209,7 @@ pub struct DataShape {
 }
 
 /// Feature values as the data set stores them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum Features {
     /// One byte per feature (pixels), with the normalised feature each byte value stands for
     /// in each channel (one table for all when there is one): a quarter of the memory `f32`

@@ -107,8 +107,10 @@ impl DataSource for SyntheticData {
         &self,
         params: &SyntheticConfig,
         context: &DataContext,
-    ) -> Option<Arc<dyn ClientSource>> {
-        Some(Arc::new(params.users(context.num_clients, context.seed)))
+    ) -> Result<Option<Arc<dyn ClientSource>>, DataError> {
+        Ok(Some(Arc::new(
+            params.users(context.num_clients, context.seed),
+        )))
     }
 }
 

@@ -130,9 +130,10 @@ impl HeldData {
         scheme: &PartitionChoice,
         context: &DataContext,
     ) -> Result<Self, Error> {
-        let on_demand = (scheme.name() == NaturalSplit.name())
-            .then(|| data_set.clients_on_demand(context))
-            .flatten();
+        let on_demand = match scheme.name() == NaturalSplit.name() {
+            true => data_set.clients_on_demand(context)?,
+            false => None,
+        };
         match on_demand {
             Some(source) => Self::on_demand(config, source, context.split_seed),
             None => Self::pooled(config, scheme, data_set.load(context)?, context.split_seed),
@@ -232,7 +233,7 @@ impl HeldData {
             test,
             client_tests: client_tests.map(Arc::new),
             eval_clients,
-            files: Vec::new(),
+            files: source.files(),
         })
     }
 }

@@ -7,6 +7,7 @@ use crate::data::cifar::Cifar10Data;
 use crate::data::leaf::LeafTask;
 use crate::data::mnist::{FASHION_MNIST, MNIST};
 use crate::data::numpy::NumpyData;
+use crate::data::packed::PackedData;
 use crate::data::partitioner::{
     DirichletSplit, FileSplit, IidSplit, LabelsSplit, NaturalSplit, QuantitySplit, ShardsSplit,
 };
@@ -72,7 +73,8 @@ pub(super) fn register(registry: &mut RegistryBuilder) -> Result<(), RegistryErr
         .data_set(CsvData)?
         .data_set(NumpyData)?
         .data_set(LeafTask::Femnist)?
-        .data_set(LeafTask::Shakespeare)?;
+        .data_set(LeafTask::Shakespeare)?
+        .data_set(PackedData)?;
     registry
         .partitioner(IidSplit)?
         .partitioner(DirichletSplit)?

@@ -31,7 +31,10 @@ impl DataChoice {
     }
 
     /// Its clients made one at a time, if it makes them so.
-    pub fn clients_on_demand(&self, context: &DataContext) -> Option<Arc<dyn ClientSource>> {
+    pub fn clients_on_demand(
+        &self,
+        context: &DataContext,
+    ) -> Result<Option<Arc<dyn ClientSource>>, DataError> {
         self.chosen.clients_on_demand(context)
     }
 
@@ -78,7 +81,10 @@ pub trait ChosenData: Send + Sync {
     /// See [`DataSource::load`].
     fn load(&self, context: &DataContext) -> Result<TrainTest, DataError>;
     /// See [`DataSource::clients_on_demand`].
-    fn clients_on_demand(&self, context: &DataContext) -> Option<Arc<dyn ClientSource>>;
+    fn clients_on_demand(
+        &self,
+        context: &DataContext,
+    ) -> Result<Option<Arc<dyn ClientSource>>, DataError>;
 }
 
 impl<D: DataSource> DataEntry for Plugged<D> {
@@ -113,7 +119,10 @@ impl<D: DataSource> ChosenData for WithParams<D, D::Params> {
         self.component.load(&self.params, context)
     }
 
-    fn clients_on_demand(&self, context: &DataContext) -> Option<Arc<dyn ClientSource>> {
+    fn clients_on_demand(
+        &self,
+        context: &DataContext,
+    ) -> Result<Option<Arc<dyn ClientSource>>, DataError> {
         self.component.clients_on_demand(&self.params, context)
     }
 }
