@@ -5,7 +5,7 @@
 //! sixteen bytes a client and the samples of the clients in flight, however large the data set.
 //!
 //! The file, little-endian: the magic `FEDSIMPK`, a `u32` version (1), a `u32` length and that
-//! many bytes of JSON (the [`Header`]: the data set packed, the samples' shape, how features
+//! many bytes of JSON (the header: the data set packed, the samples' shape, how features
 //! are stored, the number of clients), then one index entry per client (a `u64` offset from the
 //! start of the file and `u32` counts of its training and test samples), then each client's
 //! block: its training features, its training labels (a byte each), its test features, its
