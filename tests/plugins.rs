@@ -141,7 +141,7 @@ fn the_example_model_trains_from_its_name_reproducibly_and_is_checked_as_a_built
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names[..2], ["conv1.weight", "conv1.bias"]);
+    assert_eq!(names[..2], ["block1.conv.weight", "block1.conv.bias"]);
     // 6·25 + 6, 16·150 + 16, 256·120 + 120, 120·84 + 84, 84·10 + 10.
     let values: u64 = layout["params"]
         .as_array()
