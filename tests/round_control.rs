@@ -102,13 +102,25 @@ fn the_contrastive_client_trains_lenet_as_fedavg_until_it_has_a_previous_model()
         2,
         &["strategy=\"fedavg\""],
     );
-    let (contrastive, fedavg) = (records(&contrastive), records(&fedavg));
-    // Round 1: the previous model is the global one, the term log 2 and without gradient.
-    assert_eq!(contrastive[0]["test_accuracy"], fedavg[0]["test_accuracy"]);
-    let extra =
-        contrastive[0]["train_loss"].as_f64().unwrap() - fedavg[0]["train_loss"].as_f64().unwrap();
+    let (contrastive_records, fedavg_records) = (records(&contrastive), records(&fedavg));
+    // Round 1: the previous model is the global one, the term log 2 and without gradient:
+    // the two similarities are the same bits, so their gradients cancel, up to the order in
+    // which autodiff adds them and the cross-entropy's into the representation's gradient.
+    let extra = contrastive_records[0]["train_loss"].as_f64().unwrap()
+        - fedavg_records[0]["train_loss"].as_f64().unwrap();
     assert!((extra - 2f64.ln()).abs() < 1e-4, "{extra}");
-    assert_ne!(contrastive[1]["test_accuracy"], fedavg[1]["test_accuracy"]);
+    let accuracy = |records: &[serde_json::Value], round: usize| {
+        records[round]["test_accuracy"].as_f64().unwrap()
+    };
+    let first = (
+        accuracy(&contrastive_records, 0),
+        accuracy(&fedavg_records, 0),
+    );
+    assert!((first.0 - first.1).abs() < 1e-3, "{first:?}");
+    assert_ne!(
+        accuracy(&contrastive_records, 1),
+        accuracy(&fedavg_records, 1)
+    );
 }
 
 #[test]
