@@ -23,6 +23,7 @@ pub use super::dense_layer::Activation;
 use super::conv_pool::conv_relu_pool;
 use super::dense_layer::dense_layer;
 use super::lstm_layer::lstm_layer;
+use super::mlp::dense;
 
 /// The config of a [`ConvPool`] block.
 #[derive(Config, Debug)]
@@ -84,9 +85,7 @@ impl DenseConfig {
     /// The layer, its parameters zeroed.
     pub fn init(&self, device: &Device) -> Dense {
         Dense {
-            linear: LinearConfig::new(self.d_input, self.d_output)
-                .with_initializer(Initializer::Zeros)
-                .init(device),
+            linear: dense(self.d_input, self.d_output, device),
             activation: self.activation,
         }
     }
@@ -124,9 +123,7 @@ impl LstmLayerConfig {
     pub fn init(&self, device: &Device) -> LstmLayer {
         let gates = 4 * self.units;
         LstmLayer {
-            input: LinearConfig::new(self.d_input, gates)
-                .with_initializer(Initializer::Zeros)
-                .init(device),
+            input: dense(self.d_input, gates, device),
             recurrent: LinearConfig::new(self.units, gates)
                 .with_bias(false)
                 .with_initializer(Initializer::Zeros)
