@@ -44,6 +44,18 @@ pub struct ClientInfo {
     pub num_samples: usize,
 }
 
+impl ClientInfo {
+    /// Where `client` is in `clients` (sorted by id): found at once where the ids run from 0
+    /// without a gap, as a run's do, so that a round's look-ups do not grow with the
+    /// federation; by binary search otherwise.
+    pub fn position_in(clients: &[ClientInfo], client: ClientId) -> Option<usize> {
+        match clients.get(client) {
+            Some(info) if info.id == client => Some(client),
+            _ => clients.binary_search_by_key(&client, |c| c.id).ok(),
+        }
+    }
+}
+
 /// A trained model on its way up: one client's, or a scheduler's partial aggregate of several.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Update {

@@ -71,11 +71,8 @@ impl<'a> Online<'a> {
 
     /// Whether `client` is among them.
     pub fn contains(&self, client: ClientId) -> bool {
-        let position = match self.clients.get(client) {
-            Some(info) if info.id == client => Some(client),
-            _ => self.clients.binary_search_by_key(&client, |c| c.id).ok(),
-        };
-        position.is_some_and(|p| self.free.is_none_or(|f| f.is_free(p)))
+        ClientInfo::position_in(self.clients, client)
+            .is_some_and(|p| self.free.is_none_or(|f| f.is_free(p)))
     }
 }
 

@@ -193,9 +193,7 @@ impl ClientGroup {
     /// The sample count of `client`, which the group hosts.
     fn num_samples(&self, client: ClientId) -> usize {
         let clients = &self.setup.clients;
-        let at = clients
-            .binary_search_by_key(&client, |c| c.id)
-            .expect("a job is for a client of the group");
+        let at = ClientInfo::position_in(clients, client).expect("a job is for a client of the group");
         clients[at].num_samples
     }
 

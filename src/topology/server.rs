@@ -252,15 +252,9 @@ impl Roster {
         self.children[self.position(client)] as usize
     }
 
-    /// Where `client` is in id order, found as [`Roster::info`] finds it.
+    /// Where `client` is in id order.
     pub(super) fn position(&self, client: ClientId) -> usize {
-        match self.clients.get(client) {
-            Some(info) if info.id == client => client,
-            _ => self
-                .clients
-                .binary_search_by_key(&client, |c| c.id)
-                .expect("sampled clients are on the roster"),
-        }
+        ClientInfo::position_in(&self.clients, client).expect("sampled clients are on the roster")
     }
 }
 
