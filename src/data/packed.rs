@@ -1,6 +1,6 @@
 //! A data set's own clients packed into one file, each client's samples in a block of its own,
 //! so that a federation reads a client's samples from disk when the client is sampled: the
-//! `packed` data set. `fedsim pack` writes the file once from an experiment whose data set
+//! `packed` data set. `fedsim data pack` writes the file once from an experiment whose data set
 //! defines its clients (LEAF's FEMNIST and Shakespeare, say); a run then holds an index of
 //! sixteen bytes a client and the samples of the clients in flight, however large the data set.
 //!
@@ -208,7 +208,7 @@ fn read_at(file: &File, path: &Path, len: usize, at: u64) -> Result<Vec<u8>, Dat
     file.read_exact_at(&mut bytes, at)
         .map_err(|_| DataError::Corrupt {
             path: path.to_path_buf(),
-            reason: "ends within its header or index; `fedsim pack` writes these files whole"
+            reason: "ends within its header or index; `fedsim data pack` writes these files whole"
                 .into(),
         })?;
     Ok(bytes)
@@ -223,7 +223,7 @@ fn read_header(file: &File, path: &Path) -> Result<(Header, DataShape, u64), Dat
     let start = read_at(file, path, MAGIC.len() + 8, 0)?;
     if &start[..8] != MAGIC {
         return Err(corrupt(
-            "is not a packed data set: `fedsim pack` writes these files".into(),
+            "is not a packed data set: `fedsim data pack` writes these files".into(),
         ));
     }
     let word = |at: usize| u32::from_le_bytes(start[at..at + 4].try_into().expect("4 bytes"));
@@ -454,7 +454,7 @@ impl ClientSource for PackedClients {
     }
 }
 
-/// The `packed` data set: a file `fedsim pack` wrote.
+/// The `packed` data set: a file `fedsim data pack` wrote.
 #[derive(Debug, Clone, Copy)]
 pub struct PackedData;
 
@@ -474,11 +474,11 @@ impl DataSource for PackedData {
     }
 
     fn about(&self) -> &'static str {
-        "a data set's own clients packed into one file by `fedsim pack`, each read when it is sampled"
+        "a data set's own clients packed into one file by `fedsim data pack`, each read when it is sampled"
     }
 
     fn param_docs(&self) -> &'static [(&'static str, &'static str)] {
-        &[("path", "the file `fedsim pack` wrote")]
+        &[("path", "the file `fedsim data pack` wrote")]
     }
 
     /// Read off the file's header where it can be: a file that cannot is reported when the
