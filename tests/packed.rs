@@ -20,16 +20,15 @@ const SMALL: [&str; 4] = [
     "eval.every=1",
 ];
 
+/// The arguments of `fedsim data pack EXPERIMENT --out OUT`.
+fn pack_args<'a>(experiment: &'a Path, out: &'a Path) -> [&'a str; 5] {
+    let [experiment, out] = [experiment, out].map(|p| p.to_str().unwrap());
+    ["data", "pack", experiment, "--out", out]
+}
+
 /// Packs the experiment's Shakespeare into `out` with `fedsim data pack`.
 fn pack(out: &Path) {
-    let experiment = common::experiment("shakespeare-lstm");
-    let packed = fedsim(&[
-        "data",
-        "pack",
-        experiment.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let packed = fedsim(&pack_args(&common::experiment("shakespeare-lstm"), out));
     let said = String::from_utf8_lossy(&packed.stdout);
     assert!(
         packed.status.success(),
@@ -38,13 +37,6 @@ fn pack(out: &Path) {
     );
     assert!(said.contains("packed the 84 clients"), "{said}");
     assert!(said.contains(r#""dataset": "packed""#), "{said}");
-}
-
-fn with(sets: &[&str], more: &[String]) -> Vec<String> {
-    sets.iter()
-        .map(|s| s.to_string())
-        .chain(more.iter().cloned())
-        .collect()
 }
 
 #[test]
@@ -64,13 +56,9 @@ fn clients_read_from_a_packed_file_train_to_the_bits_of_the_json_files() {
     for (at, extra) in cases.iter().enumerate() {
         let json_run = scratch.path().join(format!("json-{at}"));
         let packed_run = scratch.path().join(format!("packed-{at}"));
-        let sets = with(
-            &SMALL,
-            &extra.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-        );
-        let refs: Vec<&str> = sets.iter().map(String::as_str).collect();
-        run_ok(&experiment, &json_run, &refs);
-        let mut packed_sets = refs.clone();
+        let sets: Vec<&str> = SMALL.iter().chain(extra.iter()).copied().collect();
+        run_ok(&experiment, &json_run, &sets);
+        let mut packed_sets = sets.clone();
         packed_sets.push(&packed);
         run_ok(&experiment, &packed_run, &packed_sets);
         assert_same_results(&packed_run, &json_run);
@@ -108,32 +96,14 @@ fn packing_never_overwrites_and_damaged_files_are_refused_with_their_name() {
     pack(&file);
     let bytes = fs::read(&file).unwrap();
     let experiment = common::experiment("shakespeare-lstm");
-    let refused = fails_with(
-        &[
-            "data",
-            "pack",
-            experiment.to_str().unwrap(),
-            "--out",
-            file.to_str().unwrap(),
-        ],
-        2,
-    );
+    let refused = fails_with(&pack_args(&experiment, &file), 2);
     assert!(refused.contains("never overwrites"), "{refused}");
     assert_eq!(fs::read(&file).unwrap(), bytes, "the file is as it was");
 
     // A data set without clients of its own has nothing to pack.
     let mnist = common::experiment("mnist-fedavg");
     let other = scratch.path().join("mnist.pack");
-    let refused = fails_with(
-        &[
-            "data",
-            "pack",
-            mnist.to_str().unwrap(),
-            "--out",
-            other.to_str().unwrap(),
-        ],
-        2,
-    );
+    let refused = fails_with(&pack_args(&mnist, &other), 2);
     assert!(
         refused.contains("defines no clients of its own"),
         "{refused}"
