@@ -197,14 +197,16 @@ fn known_kind(site: &ParamSite<'_>, last_weight_fan_in: usize) -> Option<(ParamK
 /// last update).
 pub fn flatten(net: &Net) -> Vec<f32> {
     net.settle_running_statistics();
-    let mut values = Vec::new();
-    net.walk(&mut |site| {
-        let data = site.value().into_data();
+    let mut parts = Vec::new();
+    net.walk(&mut |site| parts.push(site.value().into_data()));
+    // Sized up front: growing it tensor by tensor would copy what it holds again each time.
+    let mut values = Vec::with_capacity(parts.iter().map(|data| data.num_elements()).sum());
+    for data in &parts {
         let slice = data
             .as_slice::<f32>()
             .expect("fedsim models hold f32 parameters");
         values.extend_from_slice(slice);
-    });
+    }
     values
 }
 

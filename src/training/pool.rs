@@ -6,6 +6,7 @@
 //! shuffle comes from its own (seed, round, client) stream and loaded parameters are fresh
 //! autodiff leaves, a client's result does not depend on which thread ran it or when.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::evaluate::mean_loss;
@@ -285,12 +286,13 @@ impl Shared {
             let key = (setup.seed, job.round, job.edge_round);
             attack.corrupt(key, job.client, anchor, &mut params);
         }
-        let sent = match &setup.personal {
-            Some(split) => {
-                params = split.sharing.shared_of(&params);
-                split.sharing.shared_of(&job.model)
-            }
-            None => job.model.to_vec(),
+        if let Some(split) = &setup.personal {
+            params = split.sharing.shared_of(&params);
+        }
+        // The model a compressed or masked change is taken from: the part the server sent.
+        let sent = || match &setup.personal {
+            Some(split) => Cow::Owned(split.sharing.shared_of(&job.model)),
+            None => Cow::Borrowed(&job.model[..]),
         };
         let encoded = match (&setup.compression, &setup.secure) {
             (Some(compression), _) => {
@@ -300,7 +302,7 @@ impl Shared {
                     job.round,
                     job.client,
                 );
-                let change = encode_change(compression, &sent, &params, &mut state, &mut rng);
+                let change = encode_change(compression, &sent(), &params, &mut state, &mut rng);
                 params = Vec::new();
                 change
             }
@@ -310,7 +312,7 @@ impl Shared {
                     job.round,
                     job.client,
                     participants,
-                    (&sent, &params),
+                    (&sent(), &params),
                     samples.indices().len(),
                 );
                 params = Vec::new();
