@@ -8,7 +8,9 @@ use rand_chacha::ChaCha12Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::Serialize;
 
-use super::{Net, ParamSite};
+use burn::tensor::Tensor;
+
+use super::{Net, ParamSite, flex};
 
 /// What a parameter tensor is to its layer, which decides how it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -197,17 +199,28 @@ fn known_kind(site: &ParamSite<'_>, last_weight_fan_in: usize) -> Option<(ParamK
 /// last update).
 pub fn flatten(net: &Net) -> Vec<f32> {
     net.settle_running_statistics();
-    let mut parts = Vec::new();
-    net.walk(&mut |site| parts.push(site.value().into_data()));
     // Sized up front: growing it tensor by tensor would copy what it holds again each time.
-    let mut values = Vec::with_capacity(parts.iter().map(|data| data.num_elements()).sum());
-    for data in &parts {
-        let slice = data
+    let mut len = 0;
+    net.walk(&mut |site| len += site.shape.iter().product::<usize>());
+    let mut values = Vec::with_capacity(len);
+    net.walk(&mut |site| append_values(site.value().inner(), &mut values));
+    values
+}
+
+/// Appends a parameter's values to `values`: read in place on flex, copied out of the tensor
+/// first on other backends.
+fn append_values(value: Tensor<1>, values: &mut Vec<f32>) {
+    if flex::on_flex(&value.device()) {
+        flex::with_values(&flex::flex_primitive(value), |read| {
+            values.extend_from_slice(read);
+        });
+    } else {
+        let data = value.into_data();
+        let read = data
             .as_slice::<f32>()
             .expect("fedsim models hold f32 parameters");
-        values.extend_from_slice(slice);
+        values.extend_from_slice(read);
     }
-    values
 }
 
 /// Replaces a model's parameters with the values of a flat vector laid out by [`Layout::of`].
