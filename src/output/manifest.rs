@@ -52,11 +52,12 @@ impl Environment {
 }
 
 /// The kernels burn-flex's matrix products (through the `gemm` crate) choose at run time:
-/// AVX-512 where the CPU has it (this build enables them), else AVX2 with FMA, else scalar code.
+/// AVX-512 where the CPU has it and the build has them (the default `x86-v4` feature), else AVX2
+/// with FMA, else scalar code.
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 pub fn matmul_kernels() -> &'static str {
     use std::arch::is_x86_feature_detected as has;
-    if has!("avx512f") {
+    if cfg!(feature = "x86-v4") && has!("avx512f") {
         "x86-64 AVX-512"
     } else if has!("fma") {
         "x86-64 AVX2+FMA"

@@ -42,7 +42,8 @@ impl Width {
             .collect()
     }
 
-    /// Whether this CPU has the width's instructions.
+    /// Whether this CPU has the width's instructions (AVX-512's count only in a build with
+    /// the `x86-v4` feature).
     #[inline(always)]
     fn on_this_cpu(self) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -51,7 +52,7 @@ impl Width {
             match self {
                 Self::Baseline => true,
                 Self::Avx2 => has!("avx2") && has!("fma"),
-                Self::Avx512 => has!("avx512f"),
+                Self::Avx512 => cfg!(feature = "x86-v4") && has!("avx512f"),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
