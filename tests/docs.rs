@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Parser;
 use common::{experiment, profile_dir, root, run_ok};
@@ -319,7 +320,8 @@ fn copy_cut(from: &Path, to: &Path) {
 }
 
 /// An experiment (a file, or a sweep's inline base) cut to one round of one local epoch where
-/// its local work is fixed, or a sweep cut to one round per run.
+/// its local work is fixed, or a sweep cut to one round per run and its first seed (the
+/// other seeds run the same code again with other draws).
 fn cut(file: &mut Value) {
     if file.get("federation").is_some() {
         file["federation"]["rounds"] = json!(1);
@@ -338,6 +340,9 @@ fn cut(file: &mut Value) {
             .entry("grid")
             .or_insert_with(|| json!({}));
         grid["federation.rounds"] = json!([1]);
+        if let Some(seeds) = grid.get_mut("seed").and_then(Value::as_array_mut) {
+            seeds.truncate(1);
+        }
     }
 }
 
@@ -382,48 +387,75 @@ fn runnable_commands(page: &Path) -> Vec<(usize, String)> {
         .collect()
 }
 
+/// Runs `page`'s commands in order, in a folder of their own; gives the sweeps they ran and
+/// how many commands.
+fn run_page_commands(page: &Path) -> (BTreeSet<PathBuf>, usize) {
+    let mut sweeps_run = BTreeSet::new();
+    let commands = runnable_commands(page);
+    let dir = tempfile::tempdir().unwrap();
+    one_round_tree(dir.path());
+    for (line, command) in &commands {
+        let at = format!("{}:{line}: {command}", page.display());
+        let (program, mut args) = program(command).unwrap_or_else(|| {
+            panic!("{at}: not a fedsim command; show it in a `console` block instead")
+        });
+        let words = std::iter::once("fedsim".to_string()).chain(args.iter().cloned());
+        let parsed = Cli::try_parse_from(words).unwrap_or_else(|e| panic!("{at}: {e}"));
+        match parsed.command {
+            fedsim::cli::Command::Sweep(sweep) => {
+                sweeps_run.insert(normalised(&sweep.sweep));
+            }
+            // A `--set` of the rounds in the command gives way to one round.
+            fedsim::cli::Command::Run(run) if run.resume.is_none() => {
+                args.extend(["--set".to_string(), "federation.rounds=1".to_string()]);
+            }
+            _ => {}
+        }
+        let output = Command::new(&program)
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap_or_else(|e| panic!("{at}: {}: {e}", program.display()));
+        assert!(
+            output.status.success(),
+            "{at}:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    (sweeps_run, commands.len())
+}
+
 #[test]
 fn every_runnable_command_runs_with_the_experiments_cut_to_one_round() {
-    let mut sweeps_run = BTreeSet::new();
-    let mut ran = 0;
-    for page in pages() {
-        let commands = runnable_commands(&page);
-        if commands.is_empty() {
-            continue;
-        }
-        // A page's commands run in order, in a folder of their own.
-        let dir = tempfile::tempdir().unwrap();
-        one_round_tree(dir.path());
-        for (line, command) in commands {
-            let at = format!("{}:{line}: {command}", page.display());
-            let (program, mut args) = program(&command).unwrap_or_else(|| {
-                panic!("{at}: not a fedsim command; show it in a `console` block instead")
-            });
-            let words = std::iter::once("fedsim".to_string()).chain(args.iter().cloned());
-            let parsed = Cli::try_parse_from(words).unwrap_or_else(|e| panic!("{at}: {e}"));
-            match parsed.command {
-                fedsim::cli::Command::Sweep(sweep) => {
-                    sweeps_run.insert(normalised(&sweep.sweep));
-                }
-                // A `--set` of the rounds in the command gives way to one round.
-                fedsim::cli::Command::Run(run) if run.resume.is_none() => {
-                    args.extend(["--set".to_string(), "federation.rounds=1".to_string()]);
-                }
-                _ => {}
-            }
-            let output = Command::new(&program)
-                .args(&args)
-                .current_dir(dir.path())
-                .output()
-                .unwrap_or_else(|e| panic!("{at}: {}: {e}", program.display()));
-            assert!(
-                output.status.success(),
-                "{at}:\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            ran += 1;
-        }
-    }
+    let pages: Vec<PathBuf> = pages()
+        .into_iter()
+        .filter(|page| !runnable_commands(page).is_empty())
+        .collect();
+    // Pages run two at a time, each in its own folder: one page's set-up (reading data sets,
+    // writing reports) overlaps another's training.
+    let next = AtomicUsize::new(0);
+    let results: Vec<(BTreeSet<PathBuf>, usize)> = std::thread::scope(|scope| {
+        let runners: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(page) = pages.get(i) else {
+                            return done;
+                        };
+                        done.push(run_page_commands(page));
+                    }
+                })
+            })
+            .collect();
+        runners
+            .into_iter()
+            .flat_map(|runner| runner.join().expect("a page's commands ran"))
+            .collect()
+    });
+    let ran: usize = results.iter().map(|(_, ran)| ran).sum();
+    let sweeps_run: BTreeSet<PathBuf> = results.into_iter().flat_map(|(s, _)| s).collect();
     assert!(ran >= 20, "{ran} commands");
     // Every shipped sweep is shown, and so runs.
     for dir in ["experiments/tutorial", "experiments/sweeps"] {
