@@ -387,14 +387,13 @@ fn runnable_commands(page: &Path) -> Vec<(usize, String)> {
         .collect()
 }
 
-/// Runs `page`'s commands in order, in a folder of their own; gives the sweeps they ran and
+/// Runs `page`'s `commands` in order, in a folder of their own; gives the sweeps they ran and
 /// how many commands.
-fn run_page_commands(page: &Path) -> (BTreeSet<PathBuf>, usize) {
+fn run_page_commands(page: &Path, commands: &[(usize, String)]) -> (BTreeSet<PathBuf>, usize) {
     let mut sweeps_run = BTreeSet::new();
-    let commands = runnable_commands(page);
     let dir = tempfile::tempdir().unwrap();
     one_round_tree(dir.path());
-    for (line, command) in &commands {
+    for (line, command) in commands {
         let at = format!("{}:{line}: {command}", page.display());
         let (program, mut args) = program(command).unwrap_or_else(|| {
             panic!("{at}: not a fedsim command; show it in a `console` block instead")
@@ -427,9 +426,13 @@ fn run_page_commands(page: &Path) -> (BTreeSet<PathBuf>, usize) {
 
 #[test]
 fn every_runnable_command_runs_with_the_experiments_cut_to_one_round() {
-    let pages: Vec<PathBuf> = pages()
+    let pages: Vec<(PathBuf, Vec<(usize, String)>)> = pages()
         .into_iter()
-        .filter(|page| !runnable_commands(page).is_empty())
+        .map(|page| {
+            let commands = runnable_commands(&page);
+            (page, commands)
+        })
+        .filter(|(_, commands)| !commands.is_empty())
         .collect();
     // Pages run two at a time, each in its own folder: one page's set-up (reading data sets,
     // writing reports) overlaps another's training.
@@ -441,10 +444,10 @@ fn every_runnable_command_runs_with_the_experiments_cut_to_one_round() {
                     let mut done = Vec::new();
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(page) = pages.get(i) else {
+                        let Some((page, commands)) = pages.get(i) else {
                             return done;
                         };
-                        done.push(run_page_commands(page));
+                        done.push(run_page_commands(page, commands));
                     }
                 })
             })
